@@ -1,0 +1,33 @@
+"""Agents: scripted strategies and LLM agents behind one spec string."""
+
+from __future__ import annotations
+
+from agents.specs import AgentSpec, SpecError, parse_spec
+
+
+def make_agent(spec: str | AgentSpec, role: str):
+    """Build the agent named by ``spec`` for ``role`` ("seller" or "buyer").
+
+    LLM kinds import their back-end lazily, so scripted play needs no heavy dependency.
+    """
+    parsed = parse_spec(spec) if isinstance(spec, str) else spec
+    if role not in ("seller", "buyer"):
+        raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
+    if parsed.kind == "scripted":
+        from agents.scripted import make_scripted
+
+        return make_scripted(parsed, role)
+    from agents.llm import make_llm_agent
+
+    return make_llm_agent(parsed, role)
+
+
+def check_spec(spec: str, role: str) -> AgentSpec:
+    """Parse and, for scripted agents, build once, so a bad spec fails before any work."""
+    parsed = parse_spec(spec)
+    if parsed.kind == "scripted":
+        make_agent(parsed, role)
+    return parsed
+
+
+__all__ = ["AgentSpec", "SpecError", "check_spec", "make_agent", "parse_spec"]

@@ -1,0 +1,184 @@
+"""Scripted buyers. Each reads its own channel view and emits protocol text.
+
+- ``time``: concedes from its opening toward its budget, bid_k = open + (B - open)(k/K)^(1/e).
+- ``tit-for-tat``: reciprocal concession: raises its bid by what the seller last conceded.
+- ``hardliner``: barely moves and accepts only offers close to its current bid.
+
+Every scripted buyer is individually rational: it never bids or accepts above its budget.
+Openings follow the regulator when the market has one; otherwise a buyer opens at a share of its
+budget, so unregulated openings leak the budget rank (paper Section 13.1). With several products
+a buyer negotiates for the product it prefers (largest valuation over list price) and switches
+only when that product sells out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from agents.base import EpisodeContext
+from arena.game import BuyerView
+from arena.protocol import BuyerMessage, Kind, render_buyer
+
+
+def _floor_cents(x: float) -> float:
+    return math.floor(x * 100 + 1e-6) / 100
+
+
+def respond(view: BuyerView, kind: Kind, price: float | None, thought: str, talk: str,
+            product: int) -> str:  # fmt: skip
+    multi = len(view.products) > 1
+    msg = BuyerMessage(thought, talk, kind, price, product if multi else None)
+    return render_buyer(msg)
+
+
+def target_product(view: BuyerView) -> int:
+    """The product this buyer negotiates for: its opening product unless the seller names one."""
+    if len(view.products) == 1:
+        return 0
+    offered = [p for p in view.offers if view.valuations[p] >= view.products[p].list_price * 0.4]
+    if view.events and view.events[-1].speaker == "seller" and view.events[-1].product is not None:
+        return view.events[-1].product
+    return offered[0] if offered else view.opening_product
+
+
+@dataclass(frozen=True)
+class BuyerStyle:
+    """Shared knobs of the scripted buyers."""
+
+    opening: float = 0.35
+    """Unregulated opening bid as a share of the budget."""
+    jitter: float = 0.15
+    """Relative noise on the unregulated opening (drawn from the agent's own generator)."""
+
+    def _check(self) -> None:
+        if not 0.0 < self.opening <= 1.0:
+            raise ValueError("opening must lie in (0, 1]")
+        if not 0.0 <= self.jitter < 1.0:
+            raise ValueError("jitter must lie in [0, 1)")
+
+
+class _Buyer:
+    """Opening logic shared by the scripted buyers; subclasses decide each reply."""
+
+    style: BuyerStyle
+
+    def __init__(self, spec: str, config: BuyerStyle) -> None:
+        self.spec, self.config, self.style = spec, config, config
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, context: EpisodeContext) -> None:
+        self.rng = np.random.default_rng(context.seed)
+
+    def act(self, view: BuyerView) -> str:
+        if view.opening:
+            return self.open(view)
+        p = target_product(view)
+        offer = view.offers.get(p)
+        rounds = sum(1 for e in view.events if e.speaker == "seller")
+        bid = _floor_cents(min(self.next_bid(view, p, rounds), view.valuations[p]))
+        if offer is not None and round(offer * 100) <= round(bid * 100):
+            return respond(view, Kind.DEAL, None, "The offer is within my plan.", "Deal.", p)
+        if offer is not None:
+            bid = min(bid, _floor_cents(offer - 0.01))
+        previous = view.bids.get(p, 0.0)
+        bid = max(bid, min(previous, view.valuations[p]))
+        return respond(view, Kind.BUY, bid, "Counter below my budget.", f"I can pay {bid:.2f}.", p)
+
+    def open(self, view: BuyerView) -> str:
+        p = view.opening_product
+        if view.regulated_opening is not None:
+            price = view.regulated_opening
+        else:
+            noise = 1.0 + self.rng.uniform(-self.style.jitter, self.style.jitter)
+            price = _floor_cents(view.valuations[p] * self.style.opening * noise)
+        price = min(price, _floor_cents(view.valuations[p]))
+        return respond(view, Kind.BUY, price, "Open low.", f"Would you take {price:.2f}?", p)
+
+    def opening_bid(self, view: BuyerView, p: int) -> float:
+        bids = [e.price for e in view.events if e.speaker == "buyer" and e.price is not None]
+        return bids[0] if bids else view.valuations[p] * self.style.opening
+
+    def next_bid(self, view: BuyerView, p: int, rounds: int) -> float:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class TimeBuyerConfig(BuyerStyle):
+    e: float = 1.0
+    """Concession exponent: e < 1 Boulware, e > 1 Conceder."""
+
+    def __post_init__(self) -> None:
+        self._check()
+        if not (math.isfinite(self.e) and self.e > 0):
+            raise ValueError("e must be a positive number")
+
+
+class TimeBuyer(_Buyer):
+    """Time-dependent concession toward the budget over the channel's K rounds."""
+
+    config: TimeBuyerConfig
+
+    def next_bid(self, view: BuyerView, p: int, rounds: int) -> float:
+        start = self.opening_bid(view, p)
+        progress = (rounds / view.max_rounds) ** (1.0 / self.config.e)
+        return start + (view.valuations[p] - start) * progress
+
+
+@dataclass(frozen=True)
+class TitForTatConfig(BuyerStyle):
+    opening: float = 0.30
+    factor: float = 1.0
+    """Share of the seller's last concession the buyer reciprocates."""
+    step: float = 0.05
+    """Minimum raise per round, as a share of list price."""
+
+    def __post_init__(self) -> None:
+        self._check()
+        if self.factor < 0 or self.step < 0:
+            raise ValueError("factor and step must be >= 0")
+
+
+class TitForTat(_Buyer):
+    """Reciprocal concession: matches the seller's last price drop (times ``factor``)."""
+
+    config: TitForTatConfig
+
+    def next_bid(self, view: BuyerView, p: int, rounds: int) -> float:
+        offers = [e.price for e in view.events if e.speaker == "seller" and e.price is not None]
+        conceded = offers[-2] - offers[-1] if len(offers) >= 2 else 0.0
+        current = view.bids.get(p, self.opening_bid(view, p))
+        raise_by = max(self.config.factor * max(conceded, 0.0),
+                       self.config.step * view.products[p].list_price)  # fmt: skip
+        return current + raise_by
+
+
+@dataclass(frozen=True)
+class HardlinerConfig(BuyerStyle):
+    opening: float = 0.25
+    step: float = 0.02
+    """Raise per round, as a share of list price."""
+
+    def __post_init__(self) -> None:
+        self._check()
+        if self.step < 0:
+            raise ValueError("step must be >= 0")
+
+
+class Hardliner(_Buyer):
+    """Tiny fixed raises; accepts only offers at or below its current bid."""
+
+    config: HardlinerConfig
+
+    def next_bid(self, view: BuyerView, p: int, rounds: int) -> float:
+        current = view.bids.get(p, self.opening_bid(view, p))
+        return current + self.config.step * view.products[p].list_price
+
+
+BUYERS: dict[str, tuple[type, type]] = {
+    "time": (TimeBuyer, TimeBuyerConfig),
+    "tit-for-tat": (TitForTat, TitForTatConfig),
+    "hardliner": (Hardliner, HardlinerConfig),
+}

@@ -1,0 +1,255 @@
+"""Market configuration: one frozen dataclass, named presets, and CLI overrides.
+
+Every knob of the market lives in :class:`MarketConfig`; presets are plain instances of it. The
+cross-field checks run in ``__post_init__`` so a bad preset, a bad TOML file and a bad
+``--set field=value`` all fail the same way, with a message that names the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Interval = tuple[float, float]
+
+PAPER_TIERS: tuple[Interval, ...] = ((0.40, 0.55), (0.65, 0.80), (1.00, 1.15))
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class MarketConfig:
+    """All parameters of one market (paper Sections 3.1, 3.3, 9.2, 9.3; Tables 6 and 8)."""
+
+    name: str = field(default="custom", metadata=_help("Preset name, recorded with every episode."))
+    num_buyers: int = field(default=3, metadata=_help("N: buyers per episode."))
+    total_turns: int = field(default=7, metadata=_help("T: seller messages per episode."))
+    per_buyer_cap: int = field(default=3, metadata=_help("K: seller messages per buyer."))
+    allow_full_coverage: bool = field(
+        default=False,
+        metadata=_help("Allow T >= N*K (the seller can then exhaust every channel)."),
+    )
+    budget_mode: str = field(
+        default="tiers",
+        metadata=_help("'tiers': one interval per buyer, uniformly permuted; 'uniform': i.i.d."),
+    )
+    budget_tiers: tuple[Interval, ...] = field(
+        default=PAPER_TIERS,
+        metadata=_help("Budget-ratio intervals x list price, one per buyer (tiers mode)."),
+    )
+    budget_range: Interval = field(
+        default=(0.40, 1.15),
+        metadata=_help("Budget-ratio interval x list price for every buyer (uniform mode)."),
+    )
+    regulate_first_offer: bool = field(
+        default=True,
+        metadata=_help("Fix each buyer's opening [BUY] to a draw from first_offer_range x list."),
+    )
+    first_offer_range: Interval = field(
+        default=(0.25, 0.30), metadata=_help("Regulated opening-bid ratio interval x list price.")
+    )
+    penalize_buyer_violations: bool = field(
+        default=False,
+        metadata=_help(
+            "Buyer violations end the episode with buyer reward -1 (bilateral, buyer learns) "
+            "instead of being intercepted and re-sampled."
+        ),
+    )
+    max_buyer_retries: int = field(
+        default=3,
+        metadata=_help("Re-samples of an invalid buyer reply before the buyer's channel is closed."),
+    )
+    num_products: int = field(default=1, metadata=_help("M: substitutable products on sale."))
+    stock: int = field(default=1, metadata=_help("Units of each product."))
+    valuation_correlation: float = field(
+        default=1.0,
+        metadata=_help("Multi-product: 1 = buyers rank products alike, 0 = independent tastes."),
+    )
+    product_spread: float = field(
+        default=0.15,
+        metadata=_help("Multi-product: spread of the product-level valuation term around 1."),
+    )
+    price_scale: float = field(
+        default=1.0, metadata=_help("Multiplies every list price and cost (price-range axis).")
+    )
+    seller_temperature: float = field(
+        default=0.7, metadata=_help("Default sampling temperature of LLM sellers (eval 0.7).")
+    )
+    buyer_temperature: float = field(
+        default=0.7, metadata=_help("Default sampling temperature of LLM buyers.")
+    )
+
+    def __post_init__(self) -> None:
+        _check_positive_int(self, "num_buyers", "per_buyer_cap", "total_turns", "num_products")
+        _check_positive_int(self, "stock")
+        if self.max_buyer_retries < 0:
+            raise ValueError("max_buyer_retries must be >= 0 (0 closes the channel at once)")
+        if not self.allow_full_coverage and self.total_turns >= self.num_buyers * self.per_buyer_cap:
+            raise ValueError(
+                f"total_turns={self.total_turns} must be < num_buyers*per_buyer_cap="
+                f"{self.num_buyers * self.per_buyer_cap} (the scarce-attention condition T < N*K); "
+                "lower total_turns or set allow_full_coverage=true"
+            )
+        if self.budget_mode not in ("tiers", "uniform"):
+            raise ValueError(f"budget_mode must be 'tiers' or 'uniform', got {self.budget_mode!r}")
+        for i, tier in enumerate(self.budget_tiers):
+            _check_interval(f"budget_tiers[{i}]", tier)
+        if self.budget_mode == "tiers" and len(self.budget_tiers) != self.num_buyers:
+            raise ValueError(
+                f"budget_tiers has {len(self.budget_tiers)} intervals but num_buyers="
+                f"{self.num_buyers}; give one interval per buyer or use budget_mode='uniform'"
+            )
+        _check_interval("budget_range", self.budget_range)
+        _check_interval("first_offer_range", self.first_offer_range)
+        if not 0.0 <= self.valuation_correlation <= 1.0:
+            raise ValueError("valuation_correlation must lie in [0, 1]")
+        if not (math.isfinite(self.product_spread) and 0.0 <= self.product_spread < 1.0):
+            raise ValueError("product_spread must lie in [0, 1)")
+        if not (math.isfinite(self.price_scale) and self.price_scale > 0):
+            raise ValueError("price_scale must be a positive number")
+        for name in ("seller_temperature", "buyer_temperature"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+
+    @property
+    def agents(self) -> list[str]:
+        return ["seller", *buyer_names(self.num_buyers)]
+
+
+def buyer_names(n: int) -> list[str]:
+    """Agent names of the buyers: ``buyer_1`` .. ``buyer_N`` (1-based, as in the protocol)."""
+    return [f"buyer_{i + 1}" for i in range(n)]
+
+
+def _check_positive_int(cfg: MarketConfig, *names: str) -> None:
+    for name in names:
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_interval(name: str, interval: Interval) -> None:
+    if len(interval) != 2:
+        raise ValueError(f"{name} must be a pair (low, high), got {interval!r}")
+    low, high = interval
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name} must be finite, got {interval!r}")
+    if low < 0:
+        raise ValueError(f"{name} has a negative ratio {low}; ratios must be >= 0")
+    if low > high:
+        raise ValueError(f"{name} has low {low} > high {high}; write it as (low, high)")
+
+
+PRESETS: dict[str, MarketConfig] = {
+    # Table 6: the training and in-distribution evaluation market.
+    "in-distribution": MarketConfig(name="in-distribution"),
+    # Tables 8 and Section 9.3: five buyers, nine messages, uniform budgets, free openings.
+    "ood": MarketConfig(
+        name="ood",
+        num_buyers=5,
+        total_turns=9,
+        per_buyer_cap=3,
+        budget_mode="uniform",
+        budget_tiers=(),
+        regulate_first_offer=False,
+    ),
+    # Seed 003: one seller, one buyer; the buyer learns, so its violations are penalised.
+    "bilateral": MarketConfig(
+        name="bilateral",
+        num_buyers=1,
+        total_turns=6,
+        per_buyer_cap=6,
+        allow_full_coverage=True,
+        budget_mode="uniform",
+        budget_tiers=(),
+        budget_range=(0.50, 1.15),
+        regulate_first_offer=False,
+        penalize_buyer_violations=True,
+    ),
+}
+
+
+def preset_names() -> list[str]:
+    return sorted(PRESETS)
+
+
+def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> MarketConfig:
+    """The named preset with typed ``overrides`` applied (and validated)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(preset_names())}")
+    base = PRESETS[name]
+    if not overrides:
+        return base
+    return apply_overrides(base, overrides)
+
+
+def apply_overrides(base: MarketConfig, overrides: Mapping[str, Any]) -> MarketConfig:
+    """Replace fields of ``base``; string values (from a CLI) are converted to the field's type."""
+    fields = {f.name: f for f in dataclasses.fields(MarketConfig)}
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"unknown market field(s) {', '.join(unknown)}; known fields: {', '.join(fields)}"
+        )
+    typed = {k: _convert(k, getattr(base, k), v) for k, v in overrides.items()}
+    if "num_buyers" in typed and "budget_tiers" not in typed and base.budget_mode == "tiers":
+        if typed["num_buyers"] != len(base.budget_tiers):
+            raise ValueError(
+                f"num_buyers={typed['num_buyers']} needs {typed['num_buyers']} budget_tiers "
+                "(set budget_tiers too, or budget_mode=uniform)"
+            )
+    return dataclasses.replace(base, **typed)
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+    """``["num_buyers=5", "budget_range=0.4,1.15"]`` -> dict, each item checked for ``=``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"override {item!r} must look like field=value")
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+def _convert(name: str, current: Any, value: Any) -> Any:
+    """Convert ``value`` to the type of the field's current value, naming the field on failure."""
+    if not isinstance(value, str):
+        if name in ("budget_tiers",):
+            return tuple(tuple(float(x) for x in pair) for pair in value)
+        if isinstance(current, tuple):
+            return tuple(float(x) for x in value)
+        return value
+    try:
+        if isinstance(current, bool):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true or false")
+        if isinstance(current, int):
+            return int(value)
+        if isinstance(current, float):
+            return float(value)
+        if name == "budget_tiers":
+            # "0.4-0.55;0.65-0.8" or "0.4,0.55;0.65,0.8"
+            pairs = [p for p in value.split(";") if p.strip()]
+            return tuple(
+                tuple(float(x) for x in p.replace("-", ",").split(",")) for p in pairs
+            )
+        if isinstance(current, tuple):
+            return tuple(float(x) for x in value.split(","))
+        return value
+    except ValueError as exc:
+        raise ValueError(f"bad value {value!r} for market field {name}: {exc}") from None
+
+
+def config_to_dict(config: MarketConfig) -> dict[str, Any]:
+    """A JSON-ready dict of the config (tuples become lists)."""
+    return dataclasses.asdict(config)

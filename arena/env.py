@@ -1,0 +1,191 @@
+"""# Concurrent negotiation market (PettingZoo AEC environment)
+
+A seller with a private cost negotiates over sealed one-on-one channels with N buyers who each
+hold a private budget, under a global budget of T seller messages and a per-buyer cap K
+(paper 000, Section 3). The rules live in :mod:`arena.game`; this module only adapts them to the
+PettingZoo AEC API.
+
+| Import             | `from arena.env import MarketEnv, env`                         |
+|--------------------|----------------------------------------------------------------|
+| Actions            | Text: one protocol message (see docs/protocol.md)              |
+| Agents             | `seller`, `buyer_1` ... `buyer_N`                              |
+| Observation space  | Dict({"text": Text}): the message an LLM reads this turn        |
+| Structured values  | `env.view(agent)`: `SellerView` / `BuyerView` for scripted agents |
+
+## Turn order
+Every buyer opens with a [BUY] (``buyer_1`` first). Then the seller acts; after a [SELL] the
+targeted buyer replies; each exchange costs one of T and one of that buyer's K. The episode ends
+on a deal, a seller [QUIT], when no channel is active, when T is spent, or on a seller violation.
+
+## Observations
+The seller sees every channel's Talk and Action plus the standing-offers board. A buyer sees only
+the seller's Talk and Action addressed to it: never the seller's Thought or Target, the cost,
+other buyers' budgets or messages. An invalid buyer reply is intercepted and the same buyer is
+asked again (``max_buyer_retries`` times, then its channel closes as quit); in a market with
+``penalize_buyer_violations`` the violation ends the episode instead.
+
+## Rewards
+Terminal only. Seller: equation (1), ``min(1, (P - C)/(P_list - C))`` on a deal, 0 without one,
+-1 on a violation. Buyer that closed: ``clip((P_list - P)/(P_list - C), 0, 1)``; other buyers 0;
+a penalised buyer violation -1.
+
+## Seeding
+``reset(seed=s)`` plays scenario 0 of the list fixed by ``s``; ``options={"scenario": sc}`` plays
+a given scenario (how tournaments keep comparisons paired).
+
+## Version history
+* v0: initial release (single- and multi-product markets).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+
+from arena.catalog import Product, default_catalog
+from arena.config import MarketConfig, get_preset
+from arena.game import BuyerView, Market, SellerView
+from arena.observations import buyer_text, seller_text
+from arena.records import ENV_VERSION, EpisodeResult
+from arena.scenarios import Scenario, make_scenario
+
+MAX_TEXT = 65_536
+
+
+class AnyText(spaces.Text):
+    """A Text space that contains any string up to ``max_length`` (LLM replies are unicode)."""
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+
+def env(**kwargs: Any) -> MarketEnv:
+    """PettingZoo-style constructor."""
+    return MarketEnv(**kwargs)
+
+
+class MarketEnv(AECEnv):
+    metadata = {
+        "name": ENV_VERSION,
+        "render_modes": ["human", "ansi"],
+        "is_parallelizable": False,
+    }
+
+    def __init__(
+        self,
+        config: MarketConfig | None = None,
+        catalog: Sequence[Product] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.config = config if config is not None else get_preset("in-distribution")
+        self.catalog = list(catalog) if catalog is not None else default_catalog()
+        self.render_mode = render_mode
+        self.possible_agents = self.config.agents
+        self.observation_spaces = {
+            a: spaces.Dict({"text": AnyText(max_length=MAX_TEXT, min_length=0)})
+            for a in self.possible_agents
+        }
+        charset = string.ascii_letters + string.digits + " $.:[]\n"
+        self.action_spaces = {
+            a: AnyText(max_length=2048, min_length=0, charset=charset) for a in self.possible_agents
+        }
+        self._rng = np.random.default_rng()
+        self.market: Market | None = None
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+            for i, agent in enumerate(self.possible_agents):
+                self.action_spaces[agent].seed(seed + i)
+        scenario: Scenario | None = (options or {}).get("scenario")
+        if scenario is None:
+            list_seed = seed if seed is not None else int(self._rng.integers(2**31 - 1))
+            scenario = make_scenario(self.config, self.catalog, list_seed, 0)
+        self.market = Market(self.config, scenario)
+        self.agents = self.possible_agents[:]
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos: dict[str, dict[str, Any]] = {a: {} for a in self.agents}
+        self.agent_selection = self.market.current
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._market.scenario
+
+    @property
+    def _market(self) -> Market:
+        if self.market is None:
+            raise RuntimeError("call reset() before using the environment")
+        return self.market
+
+    def view(self, agent: str) -> SellerView | BuyerView:
+        """The structured observation of ``agent`` (what scripted agents read)."""
+        if agent == "seller":
+            return self._market.seller_view()
+        return self._market.buyer_view(self.possible_agents.index(agent) - 1)
+
+    def observe(self, agent: str) -> dict[str, str]:
+        view = self.view(agent)
+        text = seller_text(view) if isinstance(view, SellerView) else buyer_text(view)
+        return {"text": text}
+
+    def result(self) -> EpisodeResult:
+        """Outcome and rewards of the finished episode."""
+        return self._market.result()
+
+    def step(self, action: str | None) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        market = self._market
+        market.step(action if isinstance(action, str) else "")
+        if market.done:
+            result = market.result()
+            self.rewards = {"seller": result.seller_reward}
+            for i, reward in enumerate(result.buyer_rewards):
+                self.rewards[f"buyer_{i + 1}"] = reward
+            info = {"outcome": result.outcome, "termination": result.termination,
+                    "violation": result.violation}  # fmt: skip
+            for a in self.agents:
+                self.terminations[a] = True
+                self.infos[a] = dict(info)
+            self.agent_selection = self.agents[0]
+        else:
+            self.agent_selection = market.current
+        self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        lines = []
+        for turn in self._market.turns:
+            mark = "" if turn.valid else f"  [rejected: {turn.reason}]"
+            lines.append(f"{turn.agent} -> {turn.to}:{mark}\n{turn.text}\n")
+        text = "\n".join(lines)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        self.market = None

@@ -1,0 +1,133 @@
+"""What an episode leaves behind: plain frozen records, enough to recompute every metric.
+
+:class:`EpisodeResult` is produced by the game core; :class:`EpisodeRecord` adds who played and
+on which scenario. Both convert to and from JSON-ready dicts for the results store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from arena.catalog import Product
+from arena.scenarios import Scenario
+
+ENV_VERSION = "bargain_market_v0"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One public move on a channel: what the board shows (never a Thought)."""
+
+    turn: int
+    """Seller turn during which it happened; 0 for the buyers' openings."""
+    speaker: str
+    """"seller" or "buyer"."""
+    kind: str
+    price: float | None
+    product: int | None
+    talk: str
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One message as sent, valid or not; invalid buyer attempts are kept too."""
+
+    index: int
+    agent: str
+    to: str
+    text: str
+    kind: str | None
+    price: float | None
+    product: int | None
+    valid: bool
+    reason: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+@dataclass(frozen=True)
+class Deal:
+    buyer: int
+    product: int
+    price: float
+    closed_by: str
+    """"seller" ([DEAL] on a standing bid) or "buyer" ([DEAL] on the seller's [SELL])."""
+    turn: int
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """The outcome of one episode as the game core saw it."""
+
+    outcome: str
+    """"deal", "no_deal", "violation" or "error"."""
+    termination: str
+    """"deal", "seller_quit", "market_exhausted", "turn_limit", "seller_violation",
+    "buyer_violation" or "error"."""
+    violation: str | None
+    violation_reason: str | None
+    violation_by: str | None
+    deals: tuple[Deal, ...]
+    seller_reward: float
+    buyer_rewards: tuple[float, ...]
+    seller_turns: int
+    messages_per_buyer: tuple[int, ...]
+    engaged: tuple[bool, ...]
+    first_bids: tuple[float | None, ...]
+    buyer_resamples: tuple[int, ...]
+    buyer_failures: tuple[bool, ...]
+    statuses: tuple[str, ...]
+    turns: tuple[TurnRecord, ...] = ()
+    error: str | None = None
+
+    @property
+    def deal(self) -> Deal | None:
+        """The first deal (the only one in single-product markets)."""
+        return self.deals[0] if self.deals else None
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One stored episode: environment version, market, scenario, players and result."""
+
+    env_version: str
+    preset: str
+    scenario: Scenario
+    seller: str
+    buyers: tuple[str, ...]
+    result: EpisodeResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> EpisodeRecord:
+        sc = dict(data["scenario"])
+        sc["products"] = tuple(Product(**p) for p in sc["products"])
+        for key in ("stock", "first_offers", "opening_products", "slot_draws"):
+            sc[key] = tuple(sc[key])
+        sc["valuations"] = tuple(tuple(v) for v in sc["valuations"])
+        sc["tiers"] = None if sc["tiers"] is None else tuple(sc["tiers"])
+        res = dict(data["result"])
+        res["deals"] = tuple(Deal(**d) for d in res["deals"])
+        res["turns"] = tuple(TurnRecord(**t) for t in res.get("turns", ()))
+        for key in (
+            "buyer_rewards",
+            "messages_per_buyer",
+            "engaged",
+            "first_bids",
+            "buyer_resamples",
+            "buyer_failures",
+            "statuses",
+        ):
+            res[key] = tuple(res[key])
+        return EpisodeRecord(
+            env_version=data["env_version"],
+            preset=data["preset"],
+            scenario=Scenario(**sc),
+            seller=data["seller"],
+            buyers=tuple(data["buyers"]),
+            result=EpisodeResult(**res),
+        )
