@@ -116,6 +116,7 @@ class MarketEnv(AECEnv):
             list_seed = seed if seed is not None else int(self._rng.integers(2**31 - 1))
             scenario = make_scenario(self.config, self.catalog, list_seed, 0)
         self.market = Market(self.config, scenario)
+        self._cached: tuple[str, int, SellerView | BuyerView] | None = None
         self.agents = self.possible_agents[:]
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
@@ -136,9 +137,15 @@ class MarketEnv(AECEnv):
 
     def view(self, agent: str) -> SellerView | BuyerView:
         """The structured observation of ``agent`` (what scripted agents read)."""
+        market = self._market
+        if self._cached is not None and self._cached[:2] == (agent, market.steps):
+            return self._cached[2]
         if agent == "seller":
-            return self._market.seller_view()
-        return self._market.buyer_view(self.possible_agents.index(agent) - 1)
+            view: SellerView | BuyerView = market.seller_view()
+        else:
+            view = market.buyer_view(self.possible_agents.index(agent) - 1)
+        self._cached = (agent, market.steps, view)
+        return view
 
     def observe(self, agent: str) -> dict[str, str]:
         view = self.view(agent)

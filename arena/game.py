@@ -164,6 +164,8 @@ class Market:
         self.phase = "opening"
         self.buyer = 0
         self.current = "buyer_1"
+        self.steps = 0
+        """Messages applied so far (valid or not): a cheap version stamp for caches."""
 
     @property
     def done(self) -> bool:
@@ -207,6 +209,7 @@ class Market:
         """Apply the current agent's message."""
         if self.done:
             raise RuntimeError("the episode is over; start a new Market")
+        self.steps += 1
         if self.phase == "seller":
             self._seller_step(text, tokens_in, tokens_out)
         else:

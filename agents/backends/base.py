@@ -221,7 +221,7 @@ def config_from_params(cls: type[ConfigT], kind: str, params: Mapping[str, str])
 
 
 def non_default_query(config: Any, skip: tuple[str, ...] = ()) -> str:
-    """"?k=v&..." for config fields that differ from their defaults (stable order), or ""."""
+    """ "?k=v&..." for config fields that differ from their defaults (stable order), or ""."""
     parts = [
         f"{f.name}={getattr(config, f.name)}"
         for f in dataclasses.fields(config)

@@ -47,8 +47,10 @@ class HFConfig:
     )
     dtype: str = field(
         default="auto",
-        metadata={"help": "auto (float32 on cpu, bfloat16 on cuda), float32, float16, bfloat16",
-                  "parse": str},
+        metadata={
+            "help": "auto (float32 on cpu, bfloat16 on cuda), float32, float16, bfloat16",
+            "parse": str,
+        },
     )
     batch_size: int = field(
         default=8, metadata={"help": "most prompts per generate() call", "parse": int}
@@ -161,7 +163,7 @@ class HFBackend:
         completions: list[Completion | None] = [None] * len(requests)
         context = getattr(self.model.config, "max_position_embeddings", None)
         runnable: list[int] = []
-        for index, (request, ids) in enumerate(zip(requests, prompts)):
+        for index, (request, ids) in enumerate(zip(requests, prompts, strict=True)):
             needed = len(ids) + request.sampling.max_tokens
             if context is not None and needed > context:
                 completions[index] = Completion(
@@ -177,7 +179,7 @@ class HFBackend:
             texts_and_counts = self._generate_batch(
                 [prompts[i] for i in indices], requests[indices[0]].sampling
             )
-            for index, (text, tokens_out) in zip(indices, texts_and_counts):
+            for index, (text, tokens_out) in zip(indices, texts_and_counts, strict=True):
                 completions[index] = Completion(
                     text=text, tokens_in=len(prompts[index]), tokens_out=tokens_out
                 )

@@ -48,7 +48,10 @@ class OpenAIConfig:
     )
     api_key_env: str = field(
         default="OPENAI_API_KEY",
-        metadata={"help": "name of the env var holding the key; unset var sends EMPTY", "parse": str},
+        metadata={
+            "help": "name of the env var holding the key; unset var sends EMPTY",
+            "parse": str,
+        },
     )
     max_concurrency: int = field(
         default=16, metadata={"help": "most requests in flight at once", "parse": int}

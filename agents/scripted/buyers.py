@@ -67,10 +67,18 @@ class _Buyer:
 
     def __init__(self, spec: str, config: BuyerStyle) -> None:
         self.spec, self.config, self.style = spec, config, config
-        self.rng = np.random.default_rng(0)
+        self.seed = 0
+        self._rng: np.random.Generator | None = None
 
     def reset(self, context: EpisodeContext) -> None:
-        self.rng = np.random.default_rng(context.seed)
+        self.seed, self._rng = context.seed, None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """This episode's generator, created on first use (regulated openings never need it)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
 
     def act(self, view: BuyerView) -> str:
         if view.opening:

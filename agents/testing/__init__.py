@@ -1,0 +1,1 @@
+"""Test helpers: a tiny local chat model builder and a scripted OpenAI-compatible server."""

@@ -31,8 +31,10 @@ class Reply:
     status: int = 200
     body: dict[str, Any] | str | None = field(
         default=None,
-        metadata={"help": "None: default completion (or error JSON if status != 200); "
-                  "'malformed': truncated JSON; dict: sent as JSON"},
+        metadata={
+            "help": "None: default completion (or error JSON if status != 200); "
+            "'malformed': truncated JSON; dict: sent as JSON"
+        },
     )
     delay: float = field(default=0.0, metadata={"help": "seconds to wait before answering"})
 
@@ -123,7 +125,10 @@ class ScriptedChatServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="scripted-chat-server", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},  # fast shutdown keeps tests quick
+            name="scripted-chat-server",
+            daemon=True,
         )
         self._thread.start()
         return self

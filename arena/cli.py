@@ -1,0 +1,319 @@
+"""The ``arena`` command line: parses arguments and calls library functions, nothing more.
+
+Expected errors (a bad spec, preset field, config file or catalogue path) print one red line and
+exit with status 2; there is no traceback for mistakes the user can fix.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from arena.config import parse_assignments
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="bargain-arena: LLM negotiation markets, tournaments and leagues.",
+)
+tournament_app = typer.Typer(no_args_is_help=True, help="Round-robin tournaments.")
+league_app = typer.Typer(no_args_is_help=True, help="Leagues of trained checkpoints.")
+app.add_typer(tournament_app, name="tournament")
+app.add_typer(league_app, name="league")
+
+console = Console()
+err_console = Console(stderr=True)
+T = TypeVar("T")
+
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, KeyError)
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    """Run ``fn``; user mistakes become one clear line and exit status 2."""
+    try:
+        return fn()
+    except USER_ERRORS as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def _progress() -> Progress:
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    )
+
+
+PresetOpt = Annotated[str, typer.Option("--preset", "-p", help="Market preset.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a market field: --set num_buyers=5 (repeatable)."),
+]
+CatalogOpt = Annotated[
+    str | None, typer.Option("--catalog", help="AmazonHistoryPrice folder or catalogue JSON.")
+]
+SplitOpt = Annotated[str, typer.Option("--split", help="Catalogue split: train, test or all.")]
+SellerOpt = Annotated[str, typer.Option("--seller", help="Seller agent spec.")]
+BuyerOpt = Annotated[
+    str, typer.Option("--buyer", help="Buyer spec, or several comma-separated (a pool).")
+]
+
+
+def _buyers(text: str) -> tuple[str, ...]:
+    specs = tuple(s.strip() for s in _split_specs(text) if s.strip())
+    if not specs:
+        raise ValueError("--buyer needs at least one agent spec")
+    return specs
+
+
+def _split_specs(text: str) -> list[str]:
+    """Split on commas that start a new spec (``kind:``), not commas inside parameters."""
+    parts: list[str] = []
+    for piece in text.split(","):
+        if parts and ":" not in piece.split("?")[0]:
+            parts[-1] += "," + piece
+        else:
+            parts.append(piece)
+    return parts
+
+
+def _eval_config(
+    seller: str,
+    buyer: str,
+    preset: str,
+    overrides: list[str] | None,
+    episodes: int,
+    seed: int,
+    catalog: str | None,
+    split: str,
+    max_concurrent: int = 64,
+):
+    from tournaments.evaluate import EvalConfig
+
+    config = EvalConfig(
+        seller=seller,
+        buyers=_buyers(buyer),
+        preset=preset,
+        overrides=tuple(parse_assignments(overrides or []).items()),
+        episodes=episodes,
+        seed=seed,
+        catalog=catalog,
+        split=split,
+        max_concurrent=max_concurrent,
+    )
+    config.market()
+    return config
+
+
+@app.command()
+def play(
+    seller: SellerOpt = "scripted:prober",
+    buyer: BuyerOpt = "scripted:time",
+    preset: PresetOpt = "in-distribution",
+    seed: Annotated[int, typer.Option(help="Scenario seed.")] = 0,
+    index: Annotated[int, typer.Option(help="Scenario index in the seed's list.")] = 0,
+    catalog: CatalogOpt = None,
+    split: SplitOpt = "all",
+    overrides: SetOpt = None,
+) -> None:
+    """Play one episode and show the transcript, then the hidden values."""
+    from tournaments.evaluate import evaluate
+
+    def run():
+        config = _eval_config(seller, buyer, preset, overrides, index + 1, seed, catalog, split)
+        return evaluate(config).records[-1]
+
+    record = _guard(run)
+    show_transcript(record)
+
+
+def show_transcript(record) -> None:
+    """Render an episode with rich: every message, then what was hidden from the seller."""
+    sc, res = record.scenario, record.result
+    product = sc.products[0]
+    console.print(
+        Panel(
+            f"{product.title}\nlist price ${product.list_price:.2f}"
+            + (f" (+{len(sc.products) - 1} more products)" if len(sc.products) > 1 else ""),
+            title=f"{record.preset}: {record.seller} vs {', '.join(record.buyers)}",
+        )
+    )
+    for turn in res.turns:
+        style = "cyan" if turn.agent == "seller" else "green"
+        status = "" if turn.valid else f" [red](rejected: {turn.reason})[/]"
+        console.print(
+            Panel(turn.text, title=f"{turn.agent} → {turn.to}{status}", border_style=style),
+            highlight=False,
+        )
+    hidden = Table(title="Hidden values")
+    hidden.add_column("who")
+    hidden.add_column("private value")
+    hidden.add_column("first bid")
+    hidden.add_column("reward")
+    hidden.add_row("seller", f"cost ${sc.costs[0]:.2f}", "", f"{res.seller_reward:+.3f}")
+    for i, values in enumerate(sc.valuations):
+        first = res.first_bids[i]
+        hidden.add_row(
+            f"buyer_{i + 1} ({record.buyers[i]})",
+            "budget " + ", ".join(f"${v:.2f}" for v in values),
+            "" if first is None else f"${first:.2f}",
+            f"{res.buyer_rewards[i]:+.3f}",
+        )
+    console.print(hidden)
+    deal = ", ".join(f"buyer_{d.buyer + 1} at ${d.price:.2f}" for d in res.deals) or "none"
+    console.print(
+        f"outcome: [bold]{res.outcome}[/] ({res.termination}); deal: {deal}"
+        + (f"; violation: {res.violation} ({res.violation_reason})" if res.violation else "")
+    )
+
+
+@app.command("eval")
+def eval_command(
+    seller: SellerOpt = "scripted:prober",
+    buyer: BuyerOpt = "scripted:time",
+    preset: PresetOpt = "in-distribution",
+    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to play.")] = 256,
+    seed: Annotated[int, typer.Option(help="Fixes the scenario list.")] = 0,
+    catalog: CatalogOpt = None,
+    split: SplitOpt = "all",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write metrics JSON.")] = None,
+    max_concurrent: Annotated[int, typer.Option(help="LLM episodes in flight.")] = 64,
+    overrides: SetOpt = None,
+) -> None:
+    """Evaluate a seller against buyers and print a Table-1 style row."""
+    from arena.metrics import TABLE1_COLUMNS
+    from tournaments.evaluate import evaluate
+
+    def run():
+        config = _eval_config(
+            seller, buyer, preset, overrides, episodes, seed, catalog, split, max_concurrent
+        )
+        with _progress() as progress:
+            task = progress.add_task("episodes", total=config.episodes)
+            return evaluate(config, on_episode=lambda _r: progress.advance(task))
+
+    report = _guard(run)
+    table = Table(title=f"{preset}: {seller} vs {', '.join(_buyers(buyer))}")
+    table.add_column("Seller")
+    for _key, header in TABLE1_COLUMNS:
+        table.add_column(header, justify="right")
+    cells = []
+    for key, _header in TABLE1_COLUMNS:
+        m = report.metrics[key]
+        cells.append(f"{m['mean']:+.3f} ± {m['se']:.3f}")
+    label = seller + ("  (ORACLE: reads hidden budgets)" if "oracle" in seller else "")
+    table.add_row(label, *cells)
+    console.print(table)
+    rate = len(report.records) / max(report.seconds, 1e-9)
+    console.print(f"{len(report.records)} episodes in {report.seconds:.2f} s ({rate:.0f}/s)")
+    if report.run_stats:
+        console.print(f"run: {json.dumps(report.run_stats)}", highlight=False)
+    if json_path is not None:
+        json_path.write_text(json.dumps(report.to_json(), indent=2))
+        console.print(f"wrote {json_path}")
+
+
+@tournament_app.command("run")
+def tournament_run(
+    config_path: Annotated[Path, typer.Argument(help="Tournament TOML file.")],
+    db: Annotated[Path | None, typer.Option(help="SQLite results file.")] = None,
+    workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 2,
+    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
+) -> None:
+    """Run (or resume) a round-robin tournament, storing every episode."""
+    from tournaments.config import TournamentConfig
+    from tournaments.runner import run_tournament
+
+    def run() -> Any:
+        config = TournamentConfig.from_toml(config_path)
+        path = db if db is not None else Path(f"{config.name}.db")
+        return run_tournament(config, path, workers=workers, executor=executor)
+
+    summary = _guard(run)
+    console.print(summary.table() if hasattr(summary, "table") else summary)
+
+
+@app.command()
+def ratings(
+    db: Annotated[Path, typer.Option(help="SQLite results file.")],
+    role: Annotated[str, typer.Option(help="seller, buyer or cross.")] = "seller",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
+    tournament: Annotated[str | None, typer.Option(help="Only this tournament.")] = None,
+) -> None:
+    """Bradley-Terry ratings with bootstrap intervals, Elo, and the paper's metrics."""
+    from tournaments.leaderboard import leaderboard, render_table
+    from tournaments.store import load_records
+
+    def run():
+        if not db.exists():
+            raise FileNotFoundError(f"no database at {db}")
+        if role not in ("seller", "buyer", "cross"):
+            raise ValueError(f"--role must be seller, buyer or cross, not {role!r}")
+        return leaderboard(load_records(db, tournament=tournament), role)
+
+    rows = _guard(run)
+    console.print(render_table(rows))
+    if json_path is not None:
+        json_path.write_text(json.dumps(rows, indent=2))
+        console.print(f"wrote {json_path}")
+
+
+@app.command()
+def report(
+    db: Annotated[Path, typer.Option(help="SQLite results file.")],
+    out: Annotated[Path, typer.Option(help="Output folder for index.html and PNGs.")],
+) -> None:
+    """Write an HTML report with plots."""
+    from tournaments.report import write_report
+
+    def run():
+        if not db.exists():
+            raise FileNotFoundError(f"no database at {db}")
+        return write_report(db, out)
+
+    path = _guard(run)
+    console.print(f"wrote {path}")
+
+
+@league_app.command("run")
+def league_run(
+    config_path: Annotated[Path, typer.Argument(help="League TOML file.")],
+    db: Annotated[Path | None, typer.Option(help="SQLite results file.")] = None,
+) -> None:
+    """Run (or resume) a league: train, evaluate, rate, repeat."""
+    from leagues.league import LeagueConfig, run_league
+
+    def run():
+        config = LeagueConfig.from_toml(config_path)
+        path = db if db is not None else Path(f"{config.name}.db")
+        return run_league(config, path)
+
+    summary = _guard(run)
+    console.print(summary)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted; finished work is kept")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Tournament configuration: one frozen dataclass, read from a TOML file.
+
+    [tournament]
+    name = "scripted-demo"
+    preset = "in-distribution"      # any preset name; override its fields in [tournament.market]
+    episodes = 256                  # per seller x buyer-entry pairing
+    seed = 0
+    sellers = ["scripted:satisficer", "scripted:prober"]
+    buyers = ["scripted:time", ["scripted:time", "scripted:tit-for-tat"]]  # a list is a pool
+
+    [tournament.market]
+    total_turns = 6
+
+A buyer entry is one spec (every slot plays it) or a list of specs, a *pool*: each slot draws its
+agent from the pool with the scenario's own draws, so every seller meets the same lineups.
+Every pairing plays the same scenario list (seed, indices ``0 .. episodes-1``): comparisons
+between sellers are paired.
+
+The catalogue defaults to the small one shipped with the package, and the split defaults to
+``"all"``: its 40 products are too few to hold out a test set worth the name. Give ``catalog``
+(an AmazonHistoryPrice folder or a .json file; a relative path is read from the TOML file's
+folder) and ``split = "test"`` to evaluate on the paper's held-out products.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents import check_spec
+from arena.catalog import SPLITS
+from arena.config import MarketConfig, get_preset
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 reads TOML with the tomli back-port
+    import tomli as tomllib
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class TournamentConfig:
+    """A round-robin of every seller against every buyer entry on one scenario list."""
+
+    name: str = field(metadata=_help("Tournament name; its episodes are stored under it."))
+    sellers: tuple[str, ...] = field(metadata=_help("Seller agent specs."))
+    buyers: tuple[tuple[str, ...], ...] = field(
+        metadata=_help("Buyer entries; each is a pool of specs (one spec: a pool of one).")
+    )
+    preset: str = field(default="in-distribution", metadata=_help("Market preset name."))
+    market: Mapping[str, Any] = field(
+        default_factory=dict, metadata=_help("Preset fields to override ([tournament.market]).")
+    )
+    episodes: int = field(default=256, metadata=_help("Episodes per seller x buyer pairing."))
+    seed: int = field(default=0, metadata=_help("Seed of the scenario list."))
+    catalog: str | None = field(
+        default=None, metadata=_help("Catalogue path; None: the shipped default catalogue.")
+    )
+    split: str = field(default="all", metadata=_help("Catalogue split: train, test or all."))
+    keep_turns: bool = field(
+        default=True, metadata=_help("Store every message (false: outcomes and rewards only).")
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("tournament.name must be a non-empty string")
+        if not self.sellers:
+            raise ValueError("tournament.sellers must list at least one seller spec")
+        if not self.buyers:
+            raise ValueError("tournament.buyers must list at least one buyer entry")
+        for spec in self.sellers:
+            _check("tournament.sellers", spec, "seller")
+        for entry in self.buyers:
+            if not entry:
+                raise ValueError("tournament.buyers has an empty pool; list at least one spec")
+            for spec in entry:
+                _check("tournament.buyers", spec, "buyer")
+        for name, items in (("sellers", self.sellers), ("buyers", self.buyer_labels)):
+            repeated = sorted({x for x in items if items.count(x) > 1})
+            if repeated:
+                raise ValueError(f"tournament.{name} lists {', '.join(repeated)} twice")
+        for name in ("episodes", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"tournament.{name} must be an integer, got {value!r}")
+        if self.episodes < 1:
+            raise ValueError(f"tournament.episodes must be >= 1, got {self.episodes}")
+        if self.seed < 0:
+            raise ValueError(f"tournament.seed must be >= 0, got {self.seed}")
+        if self.split not in SPLITS:
+            raise ValueError(f"tournament.split must be one of {', '.join(SPLITS)}")
+        if not isinstance(self.keep_turns, bool):
+            raise ValueError(f"tournament.keep_turns must be true or false, not {self.keep_turns!r}")
+        try:
+            self.market_config()
+        except ValueError as exc:
+            raise ValueError(f"tournament.preset / tournament.market: {exc}") from None
+
+    @property
+    def buyer_labels(self) -> list[str]:
+        """One name per buyer entry: the spec, or a pool's specs joined with "|"."""
+        return [pool_label(entry) for entry in self.buyers]
+
+    def market_config(self) -> MarketConfig:
+        """The preset with the ``market`` overrides applied."""
+        return get_preset(self.preset, dict(self.market))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as stored with the tournament."""
+        data = dataclasses.asdict(self)
+        data["market"] = dict(self.market)
+        return data
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any], base: Path | None = None) -> TournamentConfig:
+        """Build from the ``[tournament]`` table; unknown keys are an error naming them.
+        A relative ``catalog`` path is read from ``base`` (the TOML file's folder)."""
+        fields = [f.name for f in dataclasses.fields(TournamentConfig)]
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ValueError(
+                f"unknown key(s) in [tournament]: {', '.join(unknown)}; known: {', '.join(fields)}"
+            )
+        missing = [k for k in ("name", "sellers", "buyers") if k not in data]
+        if missing:
+            raise ValueError(f"[tournament] needs {', '.join(missing)}")
+        values = dict(data)
+        values["sellers"] = tuple(_spec_list("sellers", data["sellers"]))
+        values["buyers"] = tuple(_buyer_entry(e) for e in _as_list("buyers", data["buyers"]))
+        if "market" in values and not isinstance(values["market"], Mapping):
+            raise ValueError("tournament.market must be a table of market fields")
+        catalog = values.get("catalog")
+        if catalog is not None:
+            if not isinstance(catalog, str):
+                raise ValueError("tournament.catalog must be a path string")
+            if base is not None and not Path(catalog).is_absolute():
+                values["catalog"] = str(base / catalog)
+        return TournamentConfig(**values)
+
+    @staticmethod
+    def from_toml(path: str | Path) -> TournamentConfig:
+        """Read ``[tournament]`` from a TOML file."""
+        file = Path(path)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ValueError(f"cannot read tournament config {file}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{file} is not valid TOML: {exc}") from exc
+        extra = sorted(set(data) - {"tournament"})
+        if extra:
+            raise ValueError(f"{file}: unknown table(s) {', '.join(extra)}; use [tournament]")
+        if "tournament" not in data:
+            raise ValueError(f"{file} has no [tournament] table")
+        try:
+            return TournamentConfig.from_dict(data["tournament"], base=file.parent)
+        except ValueError as exc:
+            raise ValueError(f"{file}: {exc}") from None
+
+
+def pool_label(pool: tuple[str, ...] | list[str]) -> str:
+    """The single name of a buyer entry: its specs joined with "|"."""
+    return "|".join(pool)
+
+
+def _check(where: str, spec: Any, role: str) -> None:
+    if not isinstance(spec, str):
+        raise ValueError(f"{where}: agent specs must be strings, got {spec!r}")
+    try:
+        check_spec(spec, role)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _as_list(name: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"tournament.{name} must be a list, got {value!r}")
+    return value
+
+
+def _spec_list(name: str, value: Any) -> list[str]:
+    items = _as_list(name, value)
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"tournament.{name} must list spec strings, got {item!r}")
+    return items
+
+
+def _buyer_entry(entry: Any) -> tuple[str, ...]:
+    if isinstance(entry, str):
+        return (entry,)
+    return tuple(_spec_list("buyers (pool)", entry))

@@ -1,0 +1,125 @@
+"""``arena eval`` as a library function: one seller against a buyer pool on a scenario list."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import check_spec
+from arena.catalog import load_catalog, split_catalog
+from arena.config import MarketConfig, config_to_dict, get_preset
+from arena.metrics import summarize
+from arena.records import EpisodeRecord
+from arena.scenarios import make_scenarios
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One evaluation run; every market field can be overridden through ``overrides``."""
+
+    seller: str = field(default="scripted:prober", metadata={"help": "Seller agent spec."})
+    buyers: tuple[str, ...] = field(
+        default=("scripted:time",),
+        metadata={"help": "Buyer specs; several form a pool each slot draws from uniformly."},
+    )
+    preset: str = field(default="in-distribution", metadata={"help": "Market preset name."})
+    overrides: tuple[tuple[str, str], ...] = field(
+        default=(), metadata={"help": "(field, value) market overrides applied to the preset."}
+    )
+    episodes: int = field(default=256, metadata={"help": "Number of scenarios to play."})
+    seed: int = field(default=0, metadata={"help": "Fixes the scenario list (paired runs)."})
+    catalog: str | None = field(
+        default=None, metadata={"help": "Catalogue path; None uses the packaged default."}
+    )
+    split: str = field(default="all", metadata={"help": "Catalogue split: train, test or all."})
+    max_concurrent: int = field(
+        default=64, metadata={"help": "Episodes in flight at once for LLM agents."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError("episodes must be >= 1")
+        if not self.buyers:
+            raise ValueError("give at least one buyer spec")
+        if self.max_concurrent < 1:
+            raise ValueError("max_concurrent must be >= 1")
+
+    def market(self) -> MarketConfig:
+        return get_preset(self.preset, dict(self.overrides))
+
+
+@dataclass
+class EvalReport:
+    config: dict[str, Any]
+    records: list[EpisodeRecord]
+    metrics: dict[str, Any]
+    seconds: float
+    run_stats: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` file: config, episode count and metrics (mean and se per metric)."""
+        out = {"config": self.config, "episodes": len(self.records), "metrics": self.metrics}
+        if self.run_stats is not None:
+            out["run_stats"] = self.run_stats
+        return json_safe(out)
+
+
+def json_safe(value: Any) -> Any:
+    """Replace NaN and infinities (metrics with no eligible episode) by None: strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def is_scripted(spec: str) -> bool:
+    return spec.strip().startswith("scripted:")
+
+
+def evaluate(
+    config: EvalConfig, on_episode: Callable[[EpisodeRecord], None] | None = None
+) -> EvalReport:
+    """Play ``config.episodes`` scenarios and summarise them with the paper's metrics."""
+    market = config.market()
+    check_spec(config.seller, "seller")
+    for spec in config.buyers:
+        check_spec(spec, "buyer")
+    catalog = split_catalog(load_catalog(config.catalog), config.split)
+    scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
+    start = time.perf_counter()
+    run_stats = None
+    specs: Sequence[str] = [config.seller, *config.buyers]
+    if all(is_scripted(s) for s in specs):
+        from tournaments.match import play_many
+
+        records = play_many(market, scenarios, config.seller, config.buyers, on_episode=on_episode)
+    else:
+        from agents.engine import run_episodes
+
+        records, stats = run_episodes(
+            market,
+            scenarios,
+            config.seller,
+            list(config.buyers),
+            max_concurrent=config.max_concurrent,
+            on_episode=on_episode,
+        )
+        run_stats = stats.as_dict()
+    seconds = time.perf_counter() - start
+    described = {
+        "seller": config.seller,
+        "buyers": list(config.buyers),
+        "preset": config.preset,
+        "market": config_to_dict(market),
+        "episodes": config.episodes,
+        "seed": config.seed,
+        "catalog": config.catalog or "default",
+        "split": config.split,
+    }
+    return EvalReport(described, records, summarize(records), seconds, run_stats)

@@ -1,0 +1,540 @@
+"""The durable results store: one SQLite file per project or league, written through sqlite-utils.
+
+Everything a metric or a rating needs is in the file, so a leaderboard can be rebuilt from the
+database alone (:func:`load_records`). Tables:
+
+* ``meta``: ``schema_version`` (see ``MIGRATIONS``);
+* ``agents``: every spec that played, by role, with nullable lineage fields for checkpoints;
+* ``tournaments``: name, the config as JSON, creation time;
+* ``episodes``: one row per episode; the columns an analyst filters on (outcome, rewards, prices,
+  budgets, specs, ...) plus ``record``, the full :class:`EpisodeRecord` JSON *without* its turns;
+* ``turns``: one row per message (valid or not) of an episode; ``load_records`` puts them back.
+
+An episode is identified by (tournament, environment version, seller, buyer specs per slot,
+scenario seed, scenario index): a UNIQUE index, so a resumed run cannot store one twice. An
+episode row and its turns are written in the same transaction, and a batch of episodes is one
+transaction, so a process killed at any moment leaves whole episodes only. The journal is WAL
+with ``synchronous=NORMAL``: a crash of the writing process never loses a committed batch (a
+power loss may lose the last few, never corrupt the file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import sqlite_utils
+
+from arena.records import EpisodeRecord
+
+EpisodeKey = tuple[str, str, tuple[str, ...], int, int]
+"""(env_version, seller spec, buyer spec per slot, scenario seed, scenario index); with the
+tournament this identifies an episode."""
+
+AGENT_ROLES = ("seller", "buyer")
+LINEAGE_FIELDS = ("parent", "generation", "step", "config_hash", "path")
+
+
+def _v1_initial(db: sqlite_utils.Database) -> None:
+    """Version 1: meta, agents (spec, role, label), tournaments, episodes and turns."""
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute(
+        """CREATE TABLE agents (
+            id INTEGER PRIMARY KEY,
+            spec TEXT NOT NULL,
+            role TEXT NOT NULL,
+            label TEXT NOT NULL,
+            created TEXT NOT NULL,
+            UNIQUE (spec, role)
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE tournaments (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            config TEXT NOT NULL,
+            created TEXT NOT NULL
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE episodes (
+            id INTEGER PRIMARY KEY,
+            tournament_id INTEGER NOT NULL REFERENCES tournaments(id),
+            env_version TEXT NOT NULL,
+            preset TEXT NOT NULL,
+            scenario_seed INTEGER NOT NULL,
+            scenario_index INTEGER NOT NULL,
+            episode_seed INTEGER NOT NULL,
+            seller TEXT NOT NULL,
+            buyers TEXT NOT NULL,          -- JSON list: the buyer spec of every slot
+            product_ids TEXT NOT NULL,     -- JSON list
+            cost REAL NOT NULL,            -- product 0 (the single-product view)
+            list_price REAL NOT NULL,      -- product 0
+            budgets TEXT NOT NULL,         -- JSON list: each buyer's budget for product 0
+            outcome TEXT NOT NULL,
+            termination TEXT NOT NULL,
+            deal_price REAL,               -- first deal, NULL without one
+            deal_buyer INTEGER,            -- 0-based slot of the first deal's buyer
+            deal_product INTEGER,
+            seller_reward REAL NOT NULL,
+            buyer_rewards TEXT NOT NULL,   -- JSON list
+            violation TEXT,
+            violation_by TEXT,
+            engaged_count INTEGER NOT NULL,
+            first_bids TEXT NOT NULL,      -- JSON list
+            seller_turns INTEGER NOT NULL,
+            num_turns INTEGER NOT NULL,    -- rows this episode has in `turns`
+            record TEXT NOT NULL           -- EpisodeRecord JSON without result.turns
+        )"""
+    )
+    db.execute(
+        "CREATE UNIQUE INDEX episodes_key ON episodes "
+        "(tournament_id, env_version, seller, buyers, scenario_seed, scenario_index)"
+    )
+    db.execute(
+        """CREATE TABLE turns (
+            episode_id INTEGER NOT NULL REFERENCES episodes(id),
+            idx INTEGER NOT NULL,
+            agent TEXT NOT NULL,
+            to_agent TEXT NOT NULL,
+            text TEXT NOT NULL,
+            kind TEXT,
+            price REAL,
+            product INTEGER,
+            valid INTEGER NOT NULL,
+            reason TEXT,
+            tokens_in INTEGER NOT NULL,
+            tokens_out INTEGER NOT NULL,
+            PRIMARY KEY (episode_id, idx)
+        ) WITHOUT ROWID"""
+    )
+
+
+def _v2_agent_lineage(db: sqlite_utils.Database) -> None:
+    """Version 2: lineage of trained checkpoints on agents (all nullable)."""
+    db.execute("ALTER TABLE agents ADD COLUMN parent INTEGER REFERENCES agents(id)")
+    db.execute("ALTER TABLE agents ADD COLUMN generation INTEGER")
+    db.execute("ALTER TABLE agents ADD COLUMN step INTEGER")
+    db.execute("ALTER TABLE agents ADD COLUMN config_hash TEXT")
+    db.execute("ALTER TABLE agents ADD COLUMN path TEXT")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_initial, _v2_agent_lineage]
+"""Migration ``i`` takes a database at schema version ``i`` to ``i + 1``. Append, never edit."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+EPISODE_COLUMNS = (
+    "env_version",
+    "preset",
+    "scenario_seed",
+    "scenario_index",
+    "episode_seed",
+    "seller",
+    "buyers",
+    "product_ids",
+    "cost",
+    "list_price",
+    "budgets",
+    "outcome",
+    "termination",
+    "deal_price",
+    "deal_buyer",
+    "deal_product",
+    "seller_reward",
+    "buyer_rewards",
+    "violation",
+    "violation_by",
+    "engaged_count",
+    "first_bids",
+    "seller_turns",
+    "num_turns",
+    "record",
+)
+TURN_COLUMNS = (
+    "idx",
+    "agent",
+    "to_agent",
+    "text",
+    "kind",
+    "price",
+    "product",
+    "valid",
+    "reason",
+    "tokens_in",
+    "tokens_out",
+)
+
+
+class EncodedEpisode(NamedTuple):
+    """An episode turned into rows, ready to insert. Built where the episode was played (a
+    worker process), so the process that writes the database only runs SQL."""
+
+    key: EpisodeKey
+    row: dict[str, Any]
+    """Values of ``EPISODE_COLUMNS``."""
+    turns: list[tuple[Any, ...]]
+    """Values of ``TURN_COLUMNS``, one tuple per message."""
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses to dicts and tuples to lists, like ``dataclasses.asdict`` without its deep
+    copies (which cost more than the SQL insert)."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def episode_key(record: EpisodeRecord) -> EpisodeKey:
+    """The identity of ``record`` within its tournament."""
+    sc = record.scenario
+    return (record.env_version, record.seller, tuple(record.buyers), sc.seed, sc.index)
+
+
+def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
+    """The episode row and turn rows of ``record``; the turns are stored once, in ``turns``."""
+    sc, res = record.scenario, record.result
+    result = {f.name: _plain(getattr(res, f.name)) for f in dataclasses.fields(res)}
+    del result["turns"]
+    full = {
+        "env_version": record.env_version,
+        "preset": record.preset,
+        "scenario": _plain(sc),
+        "seller": record.seller,
+        "buyers": list(record.buyers),
+        "result": result,
+    }
+    deal = res.deal
+    row = {
+        "env_version": record.env_version,
+        "preset": record.preset,
+        "scenario_seed": sc.seed,
+        "scenario_index": sc.index,
+        "episode_seed": sc.episode_seed,
+        "seller": record.seller,
+        "buyers": _json(list(record.buyers)),
+        "product_ids": _json([p.id for p in sc.products]),
+        "cost": sc.products[0].cost,
+        "list_price": sc.products[0].list_price,
+        "budgets": _json(list(sc.budgets)),
+        "outcome": res.outcome,
+        "termination": res.termination,
+        "deal_price": None if deal is None else deal.price,
+        "deal_buyer": None if deal is None else deal.buyer,
+        "deal_product": None if deal is None else deal.product,
+        "seller_reward": res.seller_reward,
+        "buyer_rewards": _json(list(res.buyer_rewards)),
+        "violation": res.violation,
+        "violation_by": res.violation_by,
+        "engaged_count": sum(res.engaged),
+        "first_bids": _json(list(res.first_bids)),
+        "seller_turns": res.seller_turns,
+        "num_turns": len(res.turns),
+        "record": _json(full),
+    }
+    turns = [
+        (t.index, t.agent, t.to, t.text, t.kind, t.price, t.product, int(t.valid), t.reason,
+         t.tokens_in, t.tokens_out)  # fmt: skip
+        for t in res.turns
+    ]
+    return EncodedEpisode(episode_key(record), row, turns)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _normalized(config: Mapping[str, Any]) -> Any:
+    """The config as it reads back from JSON, so a fresh config compares equal to a stored one."""
+    return json.loads(json.dumps(config, sort_keys=True))
+
+
+class Store:
+    """An open results database. Use :meth:`open`; close it (or use ``with``) when done."""
+
+    def __init__(self, db: sqlite_utils.Database, path: Path) -> None:
+        self.db = db
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path) -> Store:
+        """Open ``path``, creating the file and upgrading its schema as needed; WAL mode."""
+        target = Path(path)
+        if target.parent and not target.parent.exists():
+            raise FileNotFoundError(f"folder {target.parent} of database {target} does not exist")
+        conn = sqlite3.connect(str(target), timeout=60.0)
+        db = sqlite_utils.Database(conn)
+        db.enable_wal()
+        db.execute("PRAGMA synchronous=NORMAL")
+        store = cls(db, target)
+        store._migrate()
+        return store
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction; ``IMMEDIATE`` takes the write lock first, so two writers queue
+        instead of failing when both try to upgrade a read lock."""
+        self.db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.conn.execute("ROLLBACK")
+            raise
+        self.db.conn.execute("COMMIT")
+
+    def schema_version(self) -> int:
+        if "meta" not in self.db.table_names():
+            return 0
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _migrate(self) -> None:
+        """Apply the missing migrations, each with its version bump in one transaction."""
+        while True:
+            with self._transaction():
+                version = self.schema_version()
+                if version > SCHEMA_VERSION:
+                    raise ValueError(
+                        f"database {self.path} has schema version {version}, newer than the "
+                        f"{SCHEMA_VERSION} this code knows; upgrade bargain-arena to open it"
+                    )
+                if version == SCHEMA_VERSION:
+                    return
+                MIGRATIONS[version](self.db)
+                self.db.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    [str(version + 1)],
+                )
+
+    def tournament_id(self, name: str, config: Mapping[str, Any]) -> int:
+        """The id of tournament ``name``, created with ``config`` if new. A stored tournament
+        whose config differs is refused: its episodes were played under other settings."""
+        if not name:
+            raise ValueError("tournament name must be a non-empty string")
+        wanted = _normalized(config)
+        with self._transaction():
+            row = self.db.execute(
+                "SELECT id, config FROM tournaments WHERE name = ?", [name]
+            ).fetchone()
+            if row is None:
+                cursor = self.db.execute(
+                    "INSERT INTO tournaments (name, config, created) VALUES (?, ?, ?)",
+                    [name, json.dumps(wanted, sort_keys=True), _now()],
+                )
+                return int(cursor.lastrowid)
+        stored = json.loads(row[1])
+        if stored != wanted:
+            keys = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+            raise ValueError(
+                f"tournament {name!r} is already stored in {self.path} with a different config "
+                f"(differs in: {', '.join(keys)}); give the tournament a new name or use another "
+                "database file"
+            )
+        return int(row[0])
+
+    def register_agent(
+        self, spec: str, role: str, label: str | None = None, **lineage: Any
+    ) -> int:
+        """The id of agent ``spec`` playing ``role``; created if new. Lineage fields given
+        (parent, generation, step, config_hash, path) are recorded, replacing stored ones."""
+        if role not in AGENT_ROLES:
+            raise ValueError(f"role must be one of {AGENT_ROLES}, got {role!r}")
+        unknown = sorted(set(lineage) - set(LINEAGE_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"unknown lineage field(s) {', '.join(unknown)}; use {', '.join(LINEAGE_FIELDS)}"
+            )
+        given = {k: v for k, v in lineage.items() if v is not None}
+        with self._transaction():
+            row = self.db.execute(
+                "SELECT id FROM agents WHERE spec = ? AND role = ?", [spec, role]
+            ).fetchone()
+            if row is None:
+                cursor = self.db.execute(
+                    "INSERT INTO agents (spec, role, label, created) VALUES (?, ?, ?, ?)",
+                    [spec, role, label or spec, _now()],
+                )
+                agent_id = int(cursor.lastrowid)
+            else:
+                agent_id = int(row[0])
+                if label is not None:
+                    self.db.execute("UPDATE agents SET label = ? WHERE id = ?", [label, agent_id])
+            if given:
+                assignments = ", ".join(f"{k} = ?" for k in given)
+                self.db.execute(
+                    f"UPDATE agents SET {assignments} WHERE id = ?", [*given.values(), agent_id]
+                )
+        return agent_id
+
+    def agent(self, agent_id: int) -> dict[str, Any]:
+        """The stored row of an agent, as a dict."""
+        rows = list(self.db.query("SELECT * FROM agents WHERE id = ?", [agent_id]))
+        if not rows:
+            raise KeyError(f"no agent with id {agent_id} in {self.path}")
+        return rows[0]
+
+    def add_episodes(
+        self, tournament_id: int, episodes: Iterable[EpisodeRecord | EncodedEpisode]
+    ) -> int:
+        """Store a batch of episodes (records or pre-encoded) in one transaction; returns how
+        many. A key that is already stored aborts the whole batch with a ValueError."""
+        encoded = [e if isinstance(e, EncodedEpisode) else encode_episode(e) for e in episodes]
+        if not encoded:
+            return 0
+        insert_episode = (
+            f"INSERT INTO episodes (id, tournament_id, {', '.join(EPISODE_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * (len(EPISODE_COLUMNS) + 2))})"
+        )
+        insert_turn = (
+            f"INSERT INTO turns (episode_id, {', '.join(TURN_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * (len(TURN_COLUMNS) + 1))})"
+        )
+        conn = self.db.conn
+        try:
+            with self._transaction():
+                # Ids are assigned here, under the write lock, so turns can be inserted in bulk.
+                first = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM episodes").fetchone()[0]
+                conn.executemany(
+                    insert_episode,
+                    (
+                        (first + n, tournament_id, *(e.row[c] for c in EPISODE_COLUMNS))
+                        for n, e in enumerate(encoded)
+                    ),
+                )
+                conn.executemany(
+                    insert_turn,
+                    ((first + n, *t) for n, e in enumerate(encoded) for t in e.turns),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise ValueError(
+                f"an episode of this batch is already stored in tournament {tournament_id} "
+                f"({exc}); skip the keys of done_keys() before playing"
+            ) from exc
+        return len(encoded)
+
+    def done_keys(self, tournament_id: int) -> set[EpisodeKey]:
+        """The keys of every episode stored for the tournament."""
+        rows = self.db.execute(
+            "SELECT env_version, seller, buyers, scenario_seed, scenario_index FROM episodes "
+            "WHERE tournament_id = ?",
+            [tournament_id],
+        )
+        return {(env, seller, tuple(json.loads(b)), s, i) for env, seller, b, s, i in rows}
+
+    def outcomes(self, tournament_id: int) -> dict[EpisodeKey, tuple[float, str]]:
+        """(seller reward, outcome) of every stored episode of the tournament, by key: what a
+        per-pairing summary needs, without decoding whole records."""
+        rows = self.db.execute(
+            "SELECT env_version, seller, buyers, scenario_seed, scenario_index, seller_reward, "
+            "outcome FROM episodes WHERE tournament_id = ?",
+            [tournament_id],
+        )
+        return {
+            (env, seller, tuple(json.loads(b)), s, i): (reward, outcome)
+            for env, seller, b, s, i, reward, outcome in rows
+        }
+
+    def load_records(
+        self,
+        tournament: int | str | None = None,
+        seller: str | None = None,
+        buyer: str | None = None,
+        preset: str | None = None,
+        env_version: str | None = None,
+    ) -> list[EpisodeRecord]:
+        """Stored episodes as records, turns included, ordered by key. Filters: tournament (id
+        or name), seller spec, a buyer spec playing at least one slot, preset, env version."""
+        where, params = self._filters(tournament, seller, buyer, preset, env_version)
+        episodes = self.db.execute(
+            f"SELECT e.id, e.record FROM episodes e WHERE {where} ORDER BY e.tournament_id, "
+            "e.env_version, e.seller, e.buyers, e.scenario_seed, e.scenario_index",
+            params,
+        ).fetchall()
+        turns: dict[int, list[dict[str, Any]]] = {}
+        rows = self.db.execute(
+            f"SELECT t.episode_id, {', '.join('t.' + c for c in TURN_COLUMNS)} FROM turns t "
+            f"JOIN episodes e ON e.id = t.episode_id WHERE {where} ORDER BY t.episode_id, t.idx",
+            params,
+        )
+        for episode_id, idx, agent, to, text, kind, price, product, valid, reason, t_in, t_out in (
+            rows
+        ):
+            turns.setdefault(episode_id, []).append(
+                {"index": idx, "agent": agent, "to": to, "text": text, "kind": kind,
+                 "price": price, "product": product, "valid": bool(valid), "reason": reason,
+                 "tokens_in": t_in, "tokens_out": t_out}  # fmt: skip
+            )
+        records = []
+        for episode_id, text in episodes:
+            data = json.loads(text)
+            data["result"]["turns"] = turns.get(episode_id, [])
+            records.append(EpisodeRecord.from_dict(data))
+        return records
+
+    def _filters(
+        self,
+        tournament: int | str | None,
+        seller: str | None,
+        buyer: str | None,
+        preset: str | None,
+        env_version: str | None,
+    ) -> tuple[str, list[Any]]:
+        clauses, params = ["1"], []
+        if isinstance(tournament, str):
+            row = self.db.execute(
+                "SELECT id FROM tournaments WHERE name = ?", [tournament]
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"no tournament named {tournament!r} in {self.path}")
+            tournament = int(row[0])
+        for column, value in (
+            ("tournament_id", tournament),
+            ("seller", seller),
+            ("preset", preset),
+            ("env_version", env_version),
+        ):
+            if value is not None:
+                clauses.append(f"e.{column} = ?")
+                params.append(value)
+        if buyer is not None:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(e.buyers) WHERE value = ?)")
+            params.append(buyer)
+        return " AND ".join(clauses), params
+
+
+def load_records(
+    db: str | Path | Store,
+    tournament: int | str | None = None,
+    seller: str | None = None,
+    buyer: str | None = None,
+    preset: str | None = None,
+    env_version: str | None = None,
+) -> list[EpisodeRecord]:
+    """Stored episodes of the database at ``db`` (a path or an open :class:`Store`)."""
+    if isinstance(db, Store):
+        return db.load_records(tournament, seller, buyer, preset, env_version)
+    if not Path(db).is_file():
+        raise FileNotFoundError(f"results database {db} does not exist")
+    with Store.open(db) as store:
+        return store.load_records(tournament, seller, buyer, preset, env_version)
