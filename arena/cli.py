@@ -256,6 +256,7 @@ def ratings(
 ) -> None:
     """Bradley-Terry ratings with bootstrap intervals, Elo, and the paper's metrics."""
     from tournaments.leaderboard import leaderboard, render_table
+
     from tournaments.store import load_records
 
     def run():

@@ -62,7 +62,9 @@ class MarketConfig:
     )
     max_buyer_retries: int = field(
         default=3,
-        metadata=_help("Re-samples of an invalid buyer reply before the buyer's channel is closed."),
+        metadata=_help(
+            "Re-samples of an invalid buyer reply before the buyer's channel is closed."
+        ),
     )
     num_products: int = field(default=1, metadata=_help("M: substitutable products on sale."))
     stock: int = field(default=1, metadata=_help("Units of each product."))
@@ -89,7 +91,10 @@ class MarketConfig:
         _check_positive_int(self, "stock")
         if self.max_buyer_retries < 0:
             raise ValueError("max_buyer_retries must be >= 0 (0 closes the channel at once)")
-        if not self.allow_full_coverage and self.total_turns >= self.num_buyers * self.per_buyer_cap:
+        if (
+            not self.allow_full_coverage
+            and self.total_turns >= self.num_buyers * self.per_buyer_cap
+        ):
             raise ValueError(
                 f"total_turns={self.total_turns} must be < num_buyers*per_buyer_cap="
                 f"{self.num_buyers * self.per_buyer_cap} (the scarce-attention condition T < N*K); "
@@ -174,6 +179,39 @@ PRESETS: dict[str, MarketConfig] = {
     ),
 }
 
+# Issue 6 (seed 004): several substitutable products, unit-demand buyers, matching quality.
+_MULTI = MarketConfig(
+    name="multi-product",
+    num_buyers=4,
+    total_turns=10,
+    per_buyer_cap=3,
+    budget_mode="uniform",
+    budget_tiers=(),
+    budget_range=(0.55, 1.15),
+    num_products=3,
+    valuation_correlation=0.5,
+)
+PRESETS["multi-product"] = _MULTI
+# Generalisation axes of seed 004: market structure (M x N), valuation correlation, price range.
+PRESETS["multi-product-2x6"] = dataclasses.replace(
+    _MULTI, name="multi-product-2x6", num_products=2, num_buyers=6, total_turns=10
+)
+PRESETS["multi-product-5x3"] = dataclasses.replace(
+    _MULTI, name="multi-product-5x3", num_products=5, num_buyers=3, total_turns=8
+)
+PRESETS["multi-product-aligned"] = dataclasses.replace(
+    _MULTI, name="multi-product-aligned", valuation_correlation=1.0
+)
+PRESETS["multi-product-independent"] = dataclasses.replace(
+    _MULTI, name="multi-product-independent", valuation_correlation=0.0
+)
+PRESETS["multi-product-low-price"] = dataclasses.replace(
+    _MULTI, name="multi-product-low-price", price_scale=0.1
+)
+PRESETS["multi-product-high-price"] = dataclasses.replace(
+    _MULTI, name="multi-product-high-price", price_scale=10.0
+)
+
 
 def preset_names() -> list[str]:
     return sorted(PRESETS)
@@ -198,12 +236,15 @@ def apply_overrides(base: MarketConfig, overrides: Mapping[str, Any]) -> MarketC
             f"unknown market field(s) {', '.join(unknown)}; known fields: {', '.join(fields)}"
         )
     typed = {k: _convert(k, getattr(base, k), v) for k, v in overrides.items()}
-    if "num_buyers" in typed and "budget_tiers" not in typed and base.budget_mode == "tiers":
-        if typed["num_buyers"] != len(base.budget_tiers):
-            raise ValueError(
-                f"num_buyers={typed['num_buyers']} needs {typed['num_buyers']} budget_tiers "
-                "(set budget_tiers too, or budget_mode=uniform)"
-            )
+    mode = typed.get("budget_mode", base.budget_mode)
+    n = typed.get("num_buyers")
+    keeps_tiers = (
+        "budget_tiers" not in typed and typed.get("budget_mode", base.budget_mode) == "tiers"
+    )
+    if n is not None and keeps_tiers and n != len(base.budget_tiers):
+        raise ValueError(
+            f"num_buyers={n} needs {n} budget_tiers (set budget_tiers too, or budget_mode=uniform)"
+        )
     return dataclasses.replace(base, **typed)
 
 
@@ -240,9 +281,7 @@ def _convert(name: str, current: Any, value: Any) -> Any:
         if name == "budget_tiers":
             # "0.4-0.55;0.65-0.8" or "0.4,0.55;0.65,0.8"
             pairs = [p for p in value.split(";") if p.strip()]
-            return tuple(
-                tuple(float(x) for x in p.replace("-", ",").split(",")) for p in pairs
-            )
+            return tuple(tuple(float(x) for x in p.replace("-", ",").split(",")) for p in pairs)
         if isinstance(current, tuple):
             return tuple(float(x) for x in value.split(","))
         return value

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
@@ -70,7 +70,7 @@ def env(**kwargs: Any) -> MarketEnv:
 
 
 class MarketEnv(AECEnv):
-    metadata = {
+    metadata: ClassVar[dict[str, Any]] = {
         "name": ENV_VERSION,
         "render_modes": ["human", "ansi"],
         "is_parallelizable": False,
@@ -169,8 +169,11 @@ class MarketEnv(AECEnv):
             self.rewards = {"seller": result.seller_reward}
             for i, reward in enumerate(result.buyer_rewards):
                 self.rewards[f"buyer_{i + 1}"] = reward
-            info = {"outcome": result.outcome, "termination": result.termination,
-                    "violation": result.violation}  # fmt: skip
+            info = {
+                "outcome": result.outcome,
+                "termination": result.termination,
+                "violation": result.violation,
+            }
             for a in self.agents:
                 self.terminations[a] = True
                 self.infos[a] = dict(info)

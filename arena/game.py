@@ -13,7 +13,7 @@ does the turn accounting of Section 3.1:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from arena.catalog import Product
 from arena.config import MarketConfig
@@ -80,7 +80,7 @@ class BuyerView:
     turn: int
     opening: bool
     products: tuple[Product, ...]
-    """Public product data; ``cost`` is hidden: use ``list_price`` only."""
+    """Public product data; ``cost`` is masked to 0.0 (the seller's cost is private)."""
     valuations: tuple[float, ...]
     regulated_opening: float | None
     opening_product: int
@@ -149,6 +149,8 @@ class Market:
         self.scenario = scenario
         self.keep_turns = keep_turns
         self.multi = scenario.num_products > 1
+        # Buyers see the public product data only: the seller's cost is sealed (Section 3.1).
+        self._public_products = tuple(replace(p, cost=0.0) for p in scenario.products)
         self.channels = [_Channel() for _ in range(config.num_buyers)]
         self.stock = list(scenario.stock)
         self.remaining = config.total_turns
@@ -194,7 +196,7 @@ class Market:
             buyer=buyer,
             turn=self.turn,
             opening=self.phase == "opening",
-            products=sc.products,
+            products=self._public_products,
             valuations=sc.valuations[buyer],
             regulated_opening=sc.first_offers[buyer],
             opening_product=sc.opening_products[buyer],
@@ -221,8 +223,16 @@ class Market:
         self.violation = None
         self._error = reason
 
-    def _record(self, agent: str, to: str, text: str, msg: object, reason: str | None,
-                tokens_in: int, tokens_out: int) -> None:  # fmt: skip
+    def _record(
+        self,
+        agent: str,
+        to: str,
+        text: str,
+        msg: object,
+        reason: str | None,
+        tokens_in: int,
+        tokens_out: int,
+    ) -> None:
         if not self.keep_turns:
             return
         ok = not isinstance(msg, FormatViolation) and reason is None
@@ -230,8 +240,19 @@ class Market:
         if not isinstance(msg, FormatViolation):
             kind, price, product = msg.kind.value, msg.price, msg.product  # type: ignore[attr-defined]
         self.turns.append(
-            TurnRecord(len(self.turns), agent, to, text, kind, price, product, ok, reason,
-                       tokens_in, tokens_out)  # fmt: skip
+            TurnRecord(
+                len(self.turns),
+                agent,
+                to,
+                text,
+                kind,
+                price,
+                product,
+                ok,
+                reason,
+                tokens_in,
+                tokens_out,
+            )
         )
 
     def _seller_step(self, text: str, tokens_in: int, tokens_out: int) -> None:
@@ -283,8 +304,9 @@ class Market:
             opening_product=self.scenario.opening_products[i],
             stock=self.stock,
         )
-        self._record(self.current, "seller", text, msg, error[1] if error else None,
-                     tokens_in, tokens_out)  # fmt: skip
+        self._record(
+            self.current, "seller", text, msg, error[1] if error else None, tokens_in, tokens_out
+        )
         if error is not None:
             if self.config.penalize_buyer_violations:
                 self.violation = (Violation.BUYER, f"{error[0].value}:{error[1]}", self.current)
@@ -301,8 +323,10 @@ class Market:
         self.attempts = 0
         assert isinstance(msg, BuyerMessage)
         if msg.kind is Kind.BUY:
-            product = msg.product if msg.product is not None else (
-                self.scenario.opening_products[i] if opening else 0
+            product = (
+                msg.product
+                if msg.product is not None
+                else (self.scenario.opening_products[i] if opening else 0)
             )
             assert msg.price is not None
             channel.bids[product] = msg.price
@@ -376,7 +400,11 @@ class Market:
                 buyer_rewards[d.buyer] = buyer_surplus_ratio(d.price, p.cost, p.list_price)
             outcome = "deal" if self.deals else "no_deal"
             if self.violation is not None:
-                violation, reason, by = self.violation[0].value, self.violation[1], self.violation[2]
+                violation, reason, by = (
+                    self.violation[0].value,
+                    self.violation[1],
+                    self.violation[2],
+                )
                 buyer_rewards[int(by.split("_")[1]) - 1] = VIOLATION_REWARD
                 outcome = "violation"
         return EpisodeResult(

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from arena.matching import matching_quality as _matching_quality
+from arena.matching import optimal_pair_share as _optimal_pair_share
 from arena.records import Deal, EpisodeRecord
 from arena.rewards import buyer_surplus_ratio, seller_surplus_ratio
 from arena.rules import Violation
@@ -392,6 +394,58 @@ def deals_per_episode(records: Iterable[EpisodeRecord]) -> Estimate:
     return mean_over(records, episode_deals)
 
 
+def _deal_pairs(record: EpisodeRecord) -> list[tuple[int, int]]:
+    return [(d.buyer, d.product) for d in record.result.deals]
+
+
+def episode_matching_quality(record: EpisodeRecord) -> float | None:
+    """Realised gains from trade over the optimal assignment's gains (issue 6; seed 004)."""
+    sc = record.scenario
+    return _matching_quality(_deal_pairs(record), sc.valuations, sc.costs, sc.stock)
+
+
+def episode_optimal_pair_share(record: EpisodeRecord) -> float | None:
+    """Share of the episode's deals on pairs of an optimal assignment (deal only; seed 004)."""
+    sc = record.scenario
+    return _optimal_pair_share(_deal_pairs(record), sc.valuations, sc.costs, sc.stock)
+
+
+def episode_seller_surplus_captured(record: EpisodeRecord) -> float | None:
+    """Seller's share of the realised gains from trade, sum(P - C)/sum(v - C) (deal only)."""
+    deals = record.result.deals
+    sc = record.scenario
+    total = sum(sc.valuations[d.buyer][d.product] - sc.costs[d.product] for d in deals)
+    if not deals or total <= 0:
+        return None
+    return sum(d.price - sc.costs[d.product] for d in deals) / total
+
+
+def episode_turns_per_deal(record: EpisodeRecord) -> float | None:
+    """Seller messages spent per deal closed (deal only; seed 004's attention budget)."""
+    deals = record.result.deals
+    return record.result.seller_turns / len(deals) if deals else None
+
+
+def matching_quality(records: Iterable[EpisodeRecord]) -> Estimate:
+    """Mean matching quality over episodes where some trade can gain (issue 6)."""
+    return mean_over(records, episode_matching_quality)
+
+
+def optimal_pair_share(records: Iterable[EpisodeRecord]) -> Estimate:
+    """Mean share of deals on optimal-assignment pairs over deal episodes (issue 6)."""
+    return mean_over(records, episode_optimal_pair_share)
+
+
+def seller_surplus_captured(records: Iterable[EpisodeRecord]) -> Estimate:
+    """Mean seller share of realised gains over deal episodes (issue 6)."""
+    return mean_over(records, episode_seller_surplus_captured)
+
+
+def turns_per_deal(records: Iterable[EpisodeRecord]) -> Estimate:
+    """Mean seller messages per deal over deal episodes (issue 6)."""
+    return mean_over(records, episode_turns_per_deal)
+
+
 def summarize(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
     """The JSON ``metrics`` object of a run: every metric above as {"mean", "se", "n"}."""
     records = list(records)
@@ -413,6 +467,10 @@ def summarize(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
         "first_offer_top1_match": first_offer_top1_match(records).as_dict(),
         "buyer_resamples": buyer_resample_rate(records).as_dict(),
         "deals_per_episode": deals_per_episode(records).as_dict(),
+        "matching_quality": matching_quality(records).as_dict(),
+        "optimal_pair_share": optimal_pair_share(records).as_dict(),
+        "seller_surplus_captured": seller_surplus_captured(records).as_dict(),
+        "turns_per_deal": turns_per_deal(records).as_dict(),
         "violation_rate_by_kind": {
             kind: est.as_dict() for kind, est in violation_rate_by_kind(records).items()
         },

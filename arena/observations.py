@@ -15,7 +15,9 @@ from arena.records import Event
 
 
 def _action(event: Event) -> str:
-    text = f"[{event.kind}]" if event.price is None else f"[{event.kind}] {format_price(event.price)}"
+    text = (
+        f"[{event.kind}]" if event.price is None else f"[{event.kind}] {format_price(event.price)}"
+    )
     return text if event.product is None else f"{text} on product {event.product + 1}"
 
 
@@ -32,7 +34,9 @@ def standing_offers_board(view: SellerView) -> str:
         )
     lines.append(f"Remaining seller messages: {view.remaining_turns}")
     if len(view.products) == 1:
-        lines.append(f"Reminder: never [SELL] or [DEAL] below your cost {format_price(view.costs[0])}.")
+        lines.append(
+            f"Reminder: never [SELL] or [DEAL] below your cost {format_price(view.costs[0])}."
+        )
     else:
         floors = ", ".join(
             f"product {p + 1}: {format_price(c)} (stock {view.stock[p]})"

@@ -160,7 +160,8 @@ def _parse_action(
     match = _TAG_RE.search(text)
     assert match is not None
     before = text[: match.start()].strip(_EMPHASIS)
-    after = text[match.end() :].strip(_EMPHASIS + " .")
+    # A trailing full stop is punctuation; a leading one is a decimal point (".50" is 50 cents).
+    after = text[match.end() :].lstrip(_EMPHASIS).rstrip(_EMPHASIS + ".")
     if before:
         return FormatViolation("text_before_action", f"unexpected {before!r} before the action")
     if not after:
@@ -201,7 +202,7 @@ def _common(
     return fields
 
 
-def _product(fields: dict[str, str]) -> int | None | FormatViolation:
+def _product(fields: dict[str, str]) -> int | FormatViolation | None:
     if "product" not in fields:
         return None
     return _parse_index(fields["product"], _PRODUCT_RE, "product")

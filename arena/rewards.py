@@ -33,7 +33,8 @@ def list_margin_capacity(
     buyer. With one product and one unit it is P_list - C, so the reward reduces to eq. (1).
     """
     margins = sorted(
-        (lp - c for lp, c, s in zip(list_prices, costs, stock) for _ in range(s)), reverse=True
+        (lp - c for lp, c, s in zip(list_prices, costs, stock, strict=True) for _ in range(s)),
+        reverse=True,
     )
     return sum(margins[:num_buyers])
 

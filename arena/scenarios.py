@@ -32,7 +32,7 @@ class Scenario:
     first_offers: tuple[float | None, ...]
     """Regulated opening bid per buyer (on its opening product), None when unregulated."""
     opening_products: tuple[int, ...]
-    """The product each buyer opens on (its preferred one; always 0 with one product)."""
+    """The product each buyer opens on: the one it values most relative to list price."""
     slot_draws: tuple[float, ...]
     """U[0,1) per buyer slot: picks that slot's agent from a buyer pool."""
     episode_seed: int
@@ -116,12 +116,12 @@ def make_scenario(
     valuations = tuple(
         tuple(_money(ratios[i] * lists[j] * terms[i, j]) for j in range(m)) for i in range(n)
     )
-    opening_products = tuple(
-        int(np.argmax([valuations[i][j] - lists[j] for j in range(m)])) for i in range(n)
-    )
+    opening_products = tuple(int(np.argmax(terms[i])) for i in range(n))
     offer_ratios = rng.uniform(*config.first_offer_range, size=n)
     first_offers = tuple(
-        _money(offer_ratios[i] * lists[opening_products[i]]) if config.regulate_first_offer else None
+        _money(offer_ratios[i] * lists[opening_products[i]])
+        if config.regulate_first_offer
+        else None
         for i in range(n)
     )
     slot_draws = tuple(float(x) for x in rng.random(n))

@@ -27,8 +27,9 @@ def _floor_cents(x: float) -> float:
     return math.floor(x * 100 + 1e-6) / 100
 
 
-def respond(view: BuyerView, kind: Kind, price: float | None, thought: str, talk: str,
-            product: int) -> str:  # fmt: skip
+def respond(
+    view: BuyerView, kind: Kind, price: float | None, thought: str, talk: str, product: int
+) -> str:
     multi = len(view.products) > 1
     msg = BuyerMessage(thought, talk, kind, price, product if multi else None)
     return render_buyer(msg)
@@ -158,8 +159,9 @@ class TitForTat(_Buyer):
         offers = [e.price for e in view.events if e.speaker == "seller" and e.price is not None]
         conceded = offers[-2] - offers[-1] if len(offers) >= 2 else 0.0
         current = view.bids.get(p, self.opening_bid(view, p))
-        raise_by = max(self.config.factor * max(conceded, 0.0),
-                       self.config.step * view.products[p].list_price)  # fmt: skip
+        raise_by = max(
+            self.config.factor * max(conceded, 0.0), self.config.step * view.products[p].list_price
+        )
         return current + raise_by
 
 

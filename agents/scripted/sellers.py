@@ -22,10 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from agents.base import EpisodeContext
 from arena.game import SellerView
+from arena.matching import optimal_assignment
 from arena.protocol import Kind, SellerMessage, render_seller
 
 
@@ -37,8 +36,15 @@ def _ceil_cents(x: float) -> float:
     return math.ceil(x * 100 - 1e-6) / 100
 
 
-def say(view: SellerView, buyer: int, kind: Kind, price: float | None, thought: str,
-        talk: str, product: int = 0) -> str:  # fmt: skip
+def say(
+    view: SellerView,
+    buyer: int,
+    kind: Kind,
+    price: float | None,
+    thought: str,
+    talk: str,
+    product: int = 0,
+) -> str:
     """Render a seller message; the Product field appears only in multi-product markets."""
     multi = len(view.products) > 1
     msg = SellerMessage(thought, buyer, talk, kind, price, product if multi else None)
@@ -124,7 +130,12 @@ class ProberConfig:
 
 
 class Prober:
-    """Probe every buyer at list, then work the buyer whose bids escalate most."""
+    """Probe every buyer at list, then work the pairs whose bids escalate most.
+
+    After one list-price anchor per buyer, it extrapolates each buyer's bid trend into a budget
+    estimate, solves the buyer-product assignment on those estimates, and works the most
+    valuable pair: anchor again while messages allow, close on the last one.
+    """
 
     def __init__(self, spec: str, config: ProberConfig) -> None:
         self.spec, self.config = spec, config
@@ -145,33 +156,67 @@ class Prober:
         best = max(good, key=lambda t: share(t[1], t[2]), default=None)
         if best is not None and share(best[1], best[2]) >= self.config.threshold:
             return say(view, best[0], Kind.DEAL, best[2], "Clears my threshold.", "Deal.", best[1])
-        unprobed = [i for i in view.active if not any(
-            e.speaker == "seller" for e in view.channels[i].events)]  # fmt: skip
+        unprobed = [
+            i
+            for i in view.active
+            if not any(e.speaker == "seller" for e in view.channels[i].events)
+        ]
         if unprobed and view.remaining_turns > len(unprobed):
             i = unprobed[0]
             p = preferred_product(view, i)
             return self._anchor(view, i, p, "Probe this buyer at list price.")
-        focus = max(view.active, key=lambda i: self._escalation(view, i))
-        p = preferred_product(view, focus)
-        last_call = view.remaining_turns == 1 or view.channels[focus].remaining == 1
-        if last_call:
-            mine = [t for t in good if t[0] == focus]
+        estimates = self._estimates(view)
+        _, pairs = optimal_assignment(estimates, costs, view.stock)
+        if not pairs:
+            in_stock = [p for p in range(len(view.products)) if view.stock[p] > 0]
+            pairs = [
+                max(
+                    ((i, p) for i in view.active for p in in_stock),
+                    key=lambda t: estimates[t[0]][t[1]] / lists[t[1]],
+                )
+            ]
+        i, p = max(pairs, key=lambda t: estimates[t[0]][t[1]] - costs[t[1]])
+        allotted = min(view.channels[i].remaining, view.remaining_turns // len(pairs))
+        if allotted <= 1 or view.remaining_turns == 1:
+            mine = [t for t in good if t[0] == i]
             pick = max(mine or good, key=lambda t: share(t[1], t[2]), default=None)
             if pick is not None:
-                return say(view, pick[0], Kind.DEAL, pick[2], "Last chance: close.", "Deal.",
-                           pick[1])  # fmt: skip
+                return say(
+                    view, pick[0], Kind.DEAL, pick[2], "Last chance: close.", "Deal.", pick[1]
+                )
+            expected = _floor_cents(min(estimates[i][p], lists[p]))
+            if expected >= costs[p] and view.channels[i].bids.get(p) is not None:
+                talk = f"Meet me at {expected:.2f} and it is yours."
+                return say(
+                    view, i, Kind.SELL, expected, "Ask what its trend says it can pay.", talk, p
+                )
             if view.remaining_turns == 1:
                 return quit_message(view, "No profitable bid and no messages left.")
-        return self._anchor(view, focus, p, "Hold the anchor on the most elastic buyer.")
+        return self._anchor(view, i, p, "Hold the anchor on the most promising pair.")
 
     @staticmethod
-    def _escalation(view: SellerView, i: int) -> float:
-        """How far buyer i moved its bids, as a share of list price (the probing signal)."""
-        bids = [e.price for e in view.channels[i].events if e.speaker == "buyer" and e.price]
-        lists = max(p.list_price for p in view.products)
-        if not bids:
-            return -1.0
-        return (bids[-1] - bids[0]) / lists + 1e-3 * bids[-1] / lists
+    def _estimates(view: SellerView) -> list[list[float]]:
+        """Inferred budget per (buyer, product): the bid trend extrapolated over the rounds left.
+
+        A buyer that escalates under the list-price anchor reveals room in its budget; one that
+        stands still reveals none (paper Section 14.4). Inactive buyers and products without
+        bids are estimated at 0.
+        """
+        out = []
+        for channel in view.channels:
+            row = [0.0] * len(view.products)
+            if channel.status.value == "active":
+                for p in range(len(view.products)):
+                    bids = [
+                        e.price
+                        for e in channel.events
+                        if e.speaker == "buyer" and e.price is not None and (e.product or 0) == p
+                    ]
+                    if bids:
+                        step = (bids[-1] - bids[0]) / max(1, len(bids) - 1)
+                        row[p] = bids[-1] + step * channel.remaining
+            out.append(row)
+        return out
 
     @staticmethod
     def _anchor(view: SellerView, i: int, p: int, thought: str) -> str:
@@ -233,27 +278,37 @@ class OracleConfig:
 
 
 class Oracle:
-    """UPPER-BOUND REFERENCE: reads the hidden budgets; works the richest buyer only."""
+    """UPPER-BOUND REFERENCE: reads the hidden budgets and sells along an optimal assignment.
+
+    Each turn it solves the maximum-weight buyer-product assignment over the active buyers and
+    the stock left (:mod:`arena.matching`), works its most valuable pair and asks that buyer's
+    budget (at most list price), which a buyer conceding toward its budget accepts on its last
+    reply. When the pair's share of the remaining messages is down to one and the standing bid
+    is profitable, it takes the bid instead.
+    """
 
     def __init__(self, spec: str, config: OracleConfig) -> None:
         self.spec, self.config = spec, config
-        self.valuations: np.ndarray = np.zeros((0, 0))
+        self.valuations: list[list[float]] = []
 
     def reset(self, context: EpisodeContext) -> None:
-        self.valuations = np.array(context.scenario.valuations)
+        self.valuations = [list(v) for v in context.scenario.valuations]
 
     def act(self, view: SellerView) -> str:
-        if not view.active:
-            return quit_message(view, "Nobody is left.")
         costs = view.costs
-        pairs = [(i, p) for i in view.active for p in range(len(view.products)) if view.stock[p]]
-        i, p = max(pairs, key=lambda t: self.valuations[t[0], t[1]] - costs[t[1]])
+        active = set(view.active)
+        values = [row if i in active else [0.0] * len(row) for i, row in enumerate(self.valuations)]
+        _, pairs = optimal_assignment(values, costs, view.stock)
+        if not pairs:
+            return quit_message(view, "Oracle: no profitable pair is left.")
+        gains = {(i, p): values[i][p] - costs[p] for i, p in pairs}
+        i, p = max(pairs, key=lambda pair: gains[pair])
         product = view.products[p]
         bid = view.channels[i].bids.get(p)
-        last_call = view.remaining_turns == 1 or view.channels[i].remaining == 1
-        if last_call and bid is not None and round(bid * 100) >= round(product.cost * 100):
-            return say(view, i, Kind.DEAL, bid, "Oracle: close on the richest buyer.", "Deal.", p)
-        ask = max(min(product.list_price, _floor_cents(self.valuations[i, p])), product.cost)
+        allotted = min(view.channels[i].remaining, view.remaining_turns // len(pairs))
+        if allotted <= 1 and bid is not None and round(bid * 100) >= round(product.cost * 100):
+            return say(view, i, Kind.DEAL, bid, "Oracle: close this pair.", "Deal.", p)
+        ask = max(min(product.list_price, _floor_cents(self.valuations[i][p])), product.cost)
         return say(view, i, Kind.SELL, ask, "Oracle: ask its budget.", f"{ask:.2f}, final.", p)
 
 

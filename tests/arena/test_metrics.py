@@ -347,6 +347,10 @@ def test_summarize_has_exactly_the_documented_keys_and_is_json_ready():
         "first_offer_top1_match",
         "buyer_resamples",
         "deals_per_episode",
+        "matching_quality",
+        "optimal_pair_share",
+        "seller_surplus_captured",
+        "turns_per_deal",
     }
     rest = {"violation_rate_by_kind", "deal_buyer_rank_distribution", "by_buyer_type", "errors"}
     assert set(summary) == estimates | rest

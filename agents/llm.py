@@ -1,0 +1,311 @@
+"""LLM agents: one chat history per agent, a model back-end named by the spec, optional narration.
+
+An agent's life in one episode:
+
+- ``reset(context)`` forgets the previous episode and fixes the sampling settings: a spec's own
+  ``temperature`` wins, else the market's ``seller_temperature`` / ``buyer_temperature`` (paper
+  Section 9.2: seller 0.7 in evaluation, 1.0 in training; buyer 0.7).
+- ``request(view) -> ChatRequest``: the system prompt (built on the first turn from the agent's own
+  view, :mod:`agents.prompts`), the past turns, and this turn's observation as the user message.
+- ``receive(completion) -> text``: the reply joins the agent's own history and the text goes to
+  ``Market.step``. A Thought stays in this history; the other side only ever sees the Talk and
+  Action the environment routes to it (sealed channels, Section 3.1).
+
+The rollout engine (:mod:`agents.engine`) calls ``request``/``receive`` so it can batch many
+agents into one back-end call; ``act(view)`` does both with one call, for sequential play.
+
+Reasoning models: a leading ``<think>...</think>`` block is left in the text given to
+``Market.step``, so the transcript keeps it and the parser strips it before parsing; the agent's
+own history drops it, as the chat templates of Qwen3 and DeepSeek-R1 do. ``max_tokens`` bounds a
+turn, thinking included; a reply cut inside its think block is a format error.
+
+Narration (``narrate=scripted:<name>``): the scripted agent decides the move (target, product,
+action and price); the LLM is shown that move and writes the Thought and Talk; the text sent to the
+market is the LLM's Thought and Talk with the scripted Target/Product/Action lines, whatever the
+LLM wrote there. When the LLM's reply has no readable Thought or Talk, the scripted agent's own
+words stand in, so the regulated prices always hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agents.backends.base import (
+    SAMPLING_KEYS,
+    ChatRequest,
+    Completion,
+    SamplingConfig,
+    sampling_from_params,
+)
+from agents.base import EpisodeContext
+from agents.prompts import narration_note, observation, personas, system_prompt
+from agents.specs import AgentSpec, SpecError, build_config, parse_spec
+from arena.game import BuyerView, SellerView
+from arena.protocol import (
+    BuyerMessage,
+    FormatViolation,
+    SellerMessage,
+    parse_buyer,
+    parse_seller,
+    render_action,
+    render_buyer,
+    render_seller,
+    split_reasoning,
+)
+
+AGENT_KEYS: tuple[str, ...] = ("persona", "narrate", "history")
+"""Spec parameters that belong to the agent itself (sampling keys are the agent's too)."""
+
+DEFAULT_MAX_TOKENS = 512
+"""Token limit of one reply when the spec sets no ``max_tokens``: room for a protocol message
+with a long Thought. Reasoning models need more (``max_tokens=4096``)."""
+
+UNSEEDED = ("none", "")
+"""``seed=none`` asks for unseeded sampling (not reproducible; lets the hf back-end batch)."""
+
+_LABEL_LINE = re.compile(
+    r"^[ \t>#-]*[*_]*[ \t]*(?P<label>thought|target|talk|action|product)[ \t]*[*_]*[ \t]*:"
+    r"[*_]*[ \t]?(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class LLMAgentConfig:
+    """Agent-level spec parameters of an LLM agent (the rest configure sampling and back-end)."""
+
+    persona: str = field(
+        default="", metadata={"help": "Persona fragment: cooperative, hostile or deceptive."}
+    )
+    narrate: str = field(
+        default="",
+        metadata={"help": "scripted:<name>: that agent decides the moves, the LLM writes words."},
+    )
+    history: int = field(
+        default=-1,
+        metadata={"help": "Past exchanges kept in the prompt: -1 all, 0 none, n the last n."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.persona and self.persona not in personas():
+            raise ValueError(
+                f"persona={self.persona!r} is unknown; choose one of {', '.join(personas())}"
+            )
+        if self.narrate and not self.narrate.startswith("scripted:"):
+            raise ValueError(
+                f"narrate={self.narrate!r} must name a scripted agent, e.g. narrate=scripted:time"
+            )
+        if self.history < -1:
+            raise ValueError(f"history={self.history} is invalid: use -1 (all), 0 or more")
+
+
+class BackendError(RuntimeError):
+    """A back-end failed to answer (after its own retries); raised by ``act`` only."""
+
+
+def history_reply(text: str) -> str:
+    """What a reply leaves in the agent's own history: the text without its think block."""
+    return split_reasoning(text)[1].strip()
+
+
+class Conversation:
+    """One agent's chat state: a system prompt, then alternating user and assistant turns."""
+
+    def __init__(self, system: str, history: int = -1) -> None:
+        self.system = system
+        self.history = history
+        self.turns: list[tuple[str, str]] = []
+
+    def messages(self, user: str) -> tuple[tuple[str, str], ...]:
+        """The chat to send for a new user message: system, kept past turns, the new message."""
+        kept = self.turns if self.history < 0 else self.turns[len(self.turns) - self.history :]
+        past = [m for u, a in kept for m in (("user", u), ("assistant", a))]
+        return (("system", self.system), *past, ("user", user))
+
+    def add(self, user: str, reply: str) -> None:
+        self.turns.append((user, history_reply(reply)))
+
+
+Move = SellerMessage | BuyerMessage
+
+
+def decided_move(text: str, view: SellerView | BuyerView, spec: str) -> Move:
+    """Parse the narrator's (scripted) message; scripted agents always emit valid text."""
+    multi = len(view.products) > 1
+    move = parse_seller(text, multi) if isinstance(view, SellerView) else parse_buyer(text, multi)
+    if isinstance(move, FormatViolation):
+        raise ValueError(f"narrator of {spec!r} emitted an unparseable move ({move.reason})")
+    return move
+
+
+def describe_move(move: Move) -> str:
+    """The fixed lines of a narrated move, as the LLM is shown them."""
+    lines = []
+    if isinstance(move, SellerMessage):
+        lines.append(f"Target: {move.buyer + 1}")
+    if move.product is not None:
+        lines.append(f"Product: {move.product + 1}")
+    lines.append(f"Action: {render_action(move.kind, move.price)}")
+    return "\n".join(lines)
+
+
+def reply_words(text: str) -> tuple[str, str]:
+    """(Thought, Talk) read leniently from a reply, each on one line; "" when absent."""
+    fields: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in history_reply(text).splitlines():
+        match = _LABEL_LINE.match(line)
+        if match is not None:
+            current = match.group("label").lower()
+            fields.setdefault(current, []).append(match.group("rest"))
+        elif current is not None:
+            fields[current].append(line)
+
+    def one_line(label: str) -> str:
+        return " ".join(" ".join(fields.get(label, [])).split()).strip("*_ ")
+
+    return one_line("thought"), one_line("talk")
+
+
+def narrated_text(move: Move, reply: str) -> str:
+    """The LLM's Thought and Talk around the scripted move; scripted words fill any gap."""
+    thought, talk = reply_words(reply)
+    move = dataclasses.replace(move, thought=thought or move.thought, talk=talk or move.talk)
+    return render_seller(move) if isinstance(move, SellerMessage) else render_buyer(move)
+
+
+def request_seed(context_seed: int, base: int, index: int) -> int:
+    """Sampling seed of an agent's ``index``-th request in an episode (reproducible runs)."""
+    state = np.random.SeedSequence([context_seed, base, index]).generate_state(1)[0]
+    return int(state) & 0x7FFFFFFF
+
+
+class LLMAgent:
+    """A negotiating agent whose messages come from a chat model behind ``backend``."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        role: str,
+        backend: Any,
+        config: LLMAgentConfig,
+        sampling: Mapping[str, str],
+        narrator: Any = None,
+    ) -> None:
+        self.spec = spec.raw
+        self.role = role
+        self.backend = backend
+        self.config = config
+        self.narrator = narrator
+        params = {k: v for k, v in sampling.items() if k != "seed"}
+        raw_seed = sampling.get("seed")
+        self.seeded = raw_seed is None or raw_seed.strip().lower() not in UNSEEDED
+        try:
+            self.seed_base = int(raw_seed) if self.seeded and raw_seed is not None else 0
+            sampling_from_params(params)
+        except ValueError as exc:
+            raise SpecError(f"{spec.raw!r}: {exc}") from None
+        self._sampling_params = params
+        self.sampling = SamplingConfig(max_tokens=DEFAULT_MAX_TOKENS)
+        self.context: EpisodeContext | None = None
+        self.conversation: Conversation | None = None
+        self.requests = 0
+        self._pending: tuple[str, Move | None] | None = None
+        self.last_completion: Completion | None = None
+
+    def __repr__(self) -> str:
+        return f"LLMAgent(spec={self.spec!r}, role={self.role!r}, backend={self.backend.key!r})"
+
+    def reset(self, context: EpisodeContext) -> None:
+        """Start a new episode: empty history, sampling defaults from the market config."""
+        seller = context.role == "seller"
+        if seller != (self.role == "seller"):
+            raise ValueError(f"{self.spec!r} was built as {self.role} but is asked to play "
+                             f"{context.role}")  # fmt: skip
+        market = context.config
+        temperature = market.seller_temperature if seller else market.buyer_temperature
+        default = SamplingConfig(temperature=temperature, max_tokens=DEFAULT_MAX_TOKENS)
+        self.sampling = sampling_from_params(self._sampling_params, default)
+        self.context = context
+        self.conversation = None
+        self.requests = 0
+        self._pending = None
+        if self.narrator is not None:
+            self.narrator.reset(context)
+
+    def request(self, view: SellerView | BuyerView) -> ChatRequest:
+        """The chat request for this turn; pair it with exactly one ``receive``."""
+        context = self.context
+        if context is None:
+            raise RuntimeError(f"{self.spec!r}: call reset(context) before request()")
+        if self._pending is not None:
+            raise RuntimeError(f"{self.spec!r}: receive() the previous reply first")
+        if self.conversation is None:
+            system = system_prompt(view, context.config.total_turns, self.config.persona)
+            self.conversation = Conversation(system, self.config.history)
+        user = observation(view)
+        move = None
+        if self.narrator is not None:
+            move = decided_move(self.narrator.act(view), view, self.spec)
+            user = f"{user}\n\n{narration_note(describe_move(move))}"
+        seed = request_seed(context.seed, self.seed_base, self.requests) if self.seeded else None
+        sampling = dataclasses.replace(self.sampling, seed=seed)
+        tag = f"{context.scenario.seed}:{context.scenario.index}/{context.role}/{self.requests}"
+        self.requests += 1
+        self._pending = (user, move)
+        return ChatRequest(self.conversation.messages(user), sampling, tag)
+
+    def receive(self, completion: Completion) -> str:
+        """The protocol text for ``Market.step`` from the model's reply to the last request."""
+        if self._pending is None or self.conversation is None:
+            raise RuntimeError(f"{self.spec!r}: receive() without a pending request()")
+        user, move = self._pending
+        self._pending = None
+        self.last_completion = completion
+        if completion.error is not None:
+            raise BackendError(f"{self.spec!r} ({self.backend.key}): {completion.error}")
+        text = completion.text if move is None else narrated_text(move, completion.text)
+        self.conversation.add(user, text)
+        return text
+
+    def act(self, view: SellerView | BuyerView) -> str:
+        """One turn with its own back-end call (sequential play; the engine batches instead)."""
+        request = self.request(view)
+        (completion,) = self.backend.generate([request])
+        return self.receive(completion)
+
+
+def split_agent_params(
+    params: Mapping[str, str],
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(agent params, sampling params, back-end params) of an LLM spec."""
+    agent = {k: v for k, v in params.items() if k in AGENT_KEYS}
+    sampling = {k: v for k, v in params.items() if k in SAMPLING_KEYS}
+    backend = {k: v for k, v in params.items() if k not in AGENT_KEYS + SAMPLING_KEYS}
+    return agent, sampling, backend
+
+
+def make_llm_agent(spec: str | AgentSpec, role: str) -> LLMAgent:
+    """Build the LLM agent named by ``spec`` for ``role``; back-ends are shared per model."""
+    from agents import make_agent
+    from agents.backends import get_backend
+
+    parsed = parse_spec(spec) if isinstance(spec, str) else spec
+    if parsed.kind == "scripted":
+        raise SpecError(f"{parsed.raw!r} is a scripted agent; use agents.make_agent")
+    if role not in ("seller", "buyer"):
+        raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
+    agent_params, sampling, backend_params = split_agent_params(parsed.params)
+    config = build_config(LLMAgentConfig, agent_params, parsed.raw)
+    narrator = make_agent(config.narrate, role) if config.narrate else None
+    try:
+        backend = get_backend(parsed.kind, parsed.name, backend_params)
+    except ValueError as exc:
+        raise SpecError(f"{parsed.raw!r}: {exc}") from None
+    return LLMAgent(parsed, role, backend, config, sampling, narrator)

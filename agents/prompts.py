@@ -1,0 +1,185 @@
+"""Prompts of the LLM agents: the template files in ``agents/prompts/`` and how they are filled.
+
+The words live in the ``.txt`` files, one per prompt or fragment, so they can be read and edited
+as prose; this module only picks the files and fills their ``{placeholders}``:
+
+- ``seller_system.txt`` / ``seller_system_multi.txt``: the seller's system prompt (paper Section
+  11.2), with N, K, T, the product card, the private cost floor and the output format with one
+  example. The ``_multi`` variant (M > 1 products) adds the Product field; the single-product one
+  never mentions it.
+- ``buyer_system.txt`` / ``buyer_system_multi.txt``: a buyer's system prompt (Section 11.1) with
+  its private budget, K, the output format and, under the first-offer regulator (Section 3.3), its
+  required opening price (``buyer_opening_regulated.txt``, else ``buyer_opening_free.txt``).
+- ``product_card.txt``: one product's public card (codename, title, list price, description).
+- ``persona_<name>.txt``: persona fragments selected by ``persona=<name>`` in an agent spec.
+- ``narration.txt``: the note that asks a narrating LLM for words around a decided move.
+
+Information partition (Section 3.1): a system prompt is built from the agent's own *view* only
+(``SellerView`` or ``BuyerView``), never from the scenario, so a buyer's prompt cannot contain the
+seller's cost or another buyer's values. The per-turn user message is the observation text of
+:mod:`arena.observations`, which obeys the same partition.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Mapping
+from importlib import resources
+
+from arena.catalog import Product
+from arena.game import BuyerView, SellerView
+from arena.observations import buyer_text, seller_text
+from arena.protocol import format_price
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+def _folder():  # -> importlib.resources.abc.Traversable
+    return resources.files("agents") / "prompts"
+
+
+def template_names() -> tuple[str, ...]:
+    """Names (file stems) of every template shipped in ``agents/prompts/``."""
+    return tuple(sorted(p.name[:-4] for p in _folder().iterdir() if p.name.endswith(".txt")))
+
+
+@functools.cache
+def template(name: str) -> str:
+    """The text of template ``name`` (``agents/prompts/<name>.txt``), outer whitespace removed."""
+    path = _folder() / f"{name}.txt"
+    if not path.is_file():
+        raise ValueError(f"no prompt template {name!r}; known: {', '.join(template_names())}")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def fill(text: str, values: Mapping[str, object]) -> str:
+    """Replace every ``{name}`` in ``text``; a placeholder without a value is an error.
+
+    Runs of blank lines left by empty fragments (no persona, say) collapse to one blank line.
+    """
+
+    def value(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"prompt placeholder {{{key}}} has no value; given: {sorted(values)}")
+        return str(values[key])
+
+    return _BLANK_RUNS.sub("\n\n", _PLACEHOLDER.sub(value, text))
+
+
+def render(name: str, **values: object) -> str:
+    """Template ``name`` filled with ``values``."""
+    return fill(template(name), values)
+
+
+def personas() -> tuple[str, ...]:
+    """Persona names available to ``persona=<name>`` (from the ``persona_*.txt`` files)."""
+    return tuple(n.removeprefix("persona_") for n in template_names() if n.startswith("persona_"))
+
+
+def persona_text(name: str) -> str:
+    """The persona fragment for ``name``; the empty name means no persona."""
+    if not name:
+        return ""
+    if name not in personas():
+        raise ValueError(f"unknown persona {name!r}; choose one of {', '.join(personas())}")
+    return template(f"persona_{name}")
+
+
+def product_card(product: Product, label: str) -> str:
+    """A product's public card: nothing private (the cost is never part of it)."""
+    features = "; ".join(line.strip() for line in product.features.splitlines() if line.strip())
+    return render(
+        "product_card",
+        label=label,
+        codename=product.id,
+        title=product.title,
+        list_price=format_price(product.list_price),
+        description=product.description or "none",
+        features=features or "none",
+    )
+
+
+def _cards(products: tuple[Product, ...]) -> str:
+    if len(products) == 1:
+        return product_card(products[0], "Product")
+    return "\n\n".join(product_card(p, f"Product {i + 1}") for i, p in enumerate(products))
+
+
+def _floor_cents(x: float) -> float:
+    return math.floor(x * 100 + 1e-6) / 100
+
+
+def seller_system_prompt(view: SellerView, total_turns: int, persona: str = "") -> str:
+    """The seller's system prompt (Section 11.2) from its first view and the market's T."""
+    products = view.products
+    values: dict[str, object] = {
+        "num_buyers": len(view.channels),
+        "total_turns": total_turns,
+        "per_buyer_cap": view.per_buyer_cap,
+        "products": _cards(products),
+        "example_price": format_price(products[0].list_price),
+        "persona": persona_text(persona),
+    }
+    if len(products) == 1:
+        values["cost"] = format_price(products[0].cost)
+        return render("seller_system", **values)
+    values["num_products"] = len(products)
+    values["costs"] = "\n".join(
+        f"- Product {i + 1}: cost {format_price(p.cost)}, stock {view.stock[i]}"
+        for i, p in enumerate(products)
+    )
+    return render("seller_system_multi", **values)
+
+
+def buyer_system_prompt(view: BuyerView, persona: str = "") -> str:
+    """Buyer ``view.buyer``'s system prompt (Section 11.1), built from its own view only."""
+    products = view.products
+    multi = len(products) > 1
+    opening = view.opening_product
+    if view.regulated_opening is not None:
+        where = f" on product {opening + 1}" if multi else ""
+        opening_rule = render(
+            "buyer_opening_regulated",
+            opening_price=format_price(view.regulated_opening),
+            opening_product=where,
+        )
+    else:
+        opening_rule = render("buyer_opening_free")
+    example = _floor_cents(0.5 * min(view.valuations[opening], products[opening].list_price))
+    values: dict[str, object] = {
+        "products": _cards(products),
+        "per_buyer_cap": view.max_rounds,
+        "opening": opening_rule,
+        "example_price": format_price(example),
+        "persona": persona_text(persona),
+    }
+    if not multi:
+        values["budget"] = format_price(view.valuations[0])
+        return render("buyer_system", **values)
+    values["num_products"] = len(products)
+    values["example_product"] = opening + 1
+    values["budget"] = "\n".join(
+        f"- Product {i + 1}: {format_price(v)}" for i, v in enumerate(view.valuations)
+    )
+    return render("buyer_system_multi", **values)
+
+
+def system_prompt(view: SellerView | BuyerView, total_turns: int, persona: str = "") -> str:
+    """The system prompt of whoever ``view`` belongs to."""
+    if isinstance(view, SellerView):
+        return seller_system_prompt(view, total_turns, persona)
+    return buyer_system_prompt(view, persona)
+
+
+def observation(view: SellerView | BuyerView) -> str:
+    """The per-turn user message: the seller's board or the buyer's own channel."""
+    return seller_text(view) if isinstance(view, SellerView) else buyer_text(view)
+
+
+def narration_note(decision: str) -> str:
+    """The note appended to a narrating agent's observation: the move is fixed, write words."""
+    return render("narration", decision=decision)

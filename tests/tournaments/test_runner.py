@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tournaments.config import TournamentConfig
+from tournaments.runner import run_tournament
+from tournaments.store import Store, episode_key, load_records
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO_ROOT / "examples" / "scripted-demo.toml"
+
+SMALL = TournamentConfig(
+    name="small",
+    sellers=("scripted:satisficer", "scripted:prober", "scripted:time?e=0.3"),
+    buyers=(("scripted:time",), ("scripted:time", "scripted:tit-for-tat")),
+    episodes=12,
+)
+
+
+def contents(db: Path) -> list[tuple[str, str]]:
+    """Every stored episode as (key, record JSON), sorted: what two runs must agree on."""
+    return sorted(
+        (json.dumps(episode_key(r)), json.dumps(r.to_dict(), sort_keys=True))
+        for r in load_records(db)
+    )
+
+
+def write_toml(path: Path, body: str) -> Path:
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_every_pairing_plays_the_same_scenarios_and_the_summary_matches_the_store(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "r.db"
+    summary = run_tournament(SMALL, db, workers=1, progress=False)
+
+    records = load_records(db, tournament="small")
+    assert summary.skipped == 0 and summary.played == len(records)
+    assert len(summary.pairings) == 6
+    for pairing in summary.pairings:
+        mine = [r for r in records if r.seller == pairing.seller]
+        if "|" not in pairing.buyers:
+            mine = [r for r in mine if set(r.buyers) == {pairing.buyers}]
+            assert sorted(r.scenario.index for r in mine) == list(range(12))
+            rewards = [r.result.seller_reward for r in mine]
+            assert pairing.mean_seller_reward == pytest.approx(math.fsum(rewards) / 12)
+            deals = sum(r.result.outcome == "deal" for r in mine)
+            assert pairing.deal_rate == pytest.approx(deals / 12)
+        assert pairing.episodes == 12
+    by_seller = {
+        s: sorted({r.scenario.index for r in records if r.seller == s}) for s in SMALL.sellers
+    }
+    assert all(indices == list(range(12)) for indices in by_seller.values())
+    # A pool lineup that happens to be all scripted:time is the fixed entry's episode: stored once.
+    assert len(records) == len({episode_key(r) for r in records}) <= 3 * 2 * 12
+
+
+def test_a_resumed_run_plays_only_the_missing_episodes(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    first = run_tournament(SMALL, db, workers=1, progress=False)
+    full = contents(db)
+    with Store.open(db) as store:
+        with store._transaction():
+            store.db.execute("DELETE FROM turns WHERE episode_id IN (SELECT id FROM episodes "
+                             "WHERE seller = 'scripted:prober')")  # fmt: skip
+            removed = store.db.execute(
+                "DELETE FROM episodes WHERE seller = 'scripted:prober'"
+            ).rowcount
+    assert 0 < removed < first.played
+
+    again = run_tournament(SMALL, db, workers=1, progress=False)
+
+    assert (again.played, again.skipped) == (removed, first.played - removed)
+    assert again.pairings == first.pairings
+    assert contents(db) == full
+    third = run_tournament(SMALL, db, workers=1, progress=False)
+    assert (third.played, third.skipped) == (0, first.played)
+
+
+def test_a_process_pool_stores_the_same_episodes_as_one_process(tmp_path: Path) -> None:
+    one = run_tournament(SMALL, tmp_path / "one.db", workers=1, progress=False)
+    pool = run_tournament(SMALL, tmp_path / "pool.db", workers=2, progress=False, chunk_size=5)
+    assert pool.pairings == one.pairings
+    assert contents(tmp_path / "pool.db") == contents(tmp_path / "one.db")
+
+
+def test_a_run_without_a_store_gives_the_same_summary(tmp_path: Path) -> None:
+    stored = run_tournament(SMALL, tmp_path / "r.db", workers=1, progress=False)
+    bare = run_tournament(SMALL, None, workers=1, progress=False)
+    assert bare.pairings == stored.pairings and bare.db_path is None
+
+
+def test_keep_turns_false_stores_outcomes_without_messages(tmp_path: Path) -> None:
+    config = TournamentConfig(
+        name="lean", sellers=("scripted:prober",), buyers=(("scripted:time",),), episodes=5,
+        keep_turns=False,
+    )  # fmt: skip
+    run_tournament(config, tmp_path / "r.db", progress=False)
+    records = load_records(tmp_path / "r.db")
+    assert len(records) == 5 and all(r.result.turns == () for r in records)
+    assert all(r.result.seller_turns > 0 for r in records)
+
+
+def test_the_same_name_with_another_config_is_refused(tmp_path: Path) -> None:
+    run_tournament(SMALL, tmp_path / "r.db", progress=False)
+    other = TournamentConfig(
+        name="small", sellers=SMALL.sellers, buyers=SMALL.buyers, episodes=12, preset="ood"
+    )
+    with pytest.raises(ValueError, match="differs in: preset"):
+        run_tournament(other, tmp_path / "r.db", progress=False)
+
+
+def test_the_summary_prints_as_a_table_with_one_row_per_pairing(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    summary = run_tournament(SMALL, None, progress=False)
+    console = Console(width=200, record=True)
+    console.print(summary.table())
+    text = console.export_text()
+    assert "scripted:time|scripted:tit-for-tat" in text
+    assert text.count("scripted:satisficer") == 2
+
+
+def test_the_shipped_example_config_loads() -> None:
+    config = TournamentConfig.from_toml(EXAMPLE)
+    assert config.name == "scripted-demo" and config.episodes == 256
+    assert config.buyers == (("scripted:time",), ("scripted:time", "scripted:tit-for-tat"))
+    assert config.buyer_labels == ["scripted:time", "scripted:time|scripted:tit-for-tat"]
+    assert config.split == "all" and config.catalog is None and config.keep_turns
+
+
+def test_config_market_table_overrides_the_preset(tmp_path: Path) -> None:
+    path = write_toml(
+        tmp_path / "t.toml",
+        '[tournament]\nname = "x"\nsellers = ["scripted:prober"]\nbuyers = ["scripted:time"]\n'
+        'catalog = "cat.json"\n[tournament.market]\ntotal_turns = 5\n',
+    )
+    config = TournamentConfig.from_toml(path)
+    assert config.market_config().total_turns == 5
+    assert config.market_config().num_buyers == 3
+    assert config.catalog == str(tmp_path / "cat.json")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('rounds = 3\nwinner = "x"', "unknown key(s) in [tournament]: rounds, winner"),
+        ("episodes = 0", "tournament.episodes must be >= 1"),
+        ('sellers = ["scripted:nobody"]', "unknown scripted seller 'nobody'"),
+        ('buyers = [["scripted:time", 3]]', "must list spec strings"),
+        ('buyers = ["scripted:time", "scripted:time"]', "lists scripted:time twice"),
+        ('preset = "mars"', "unknown preset 'mars'"),
+        ("market = { total_turns = 20 }", "total_turns=20 must be <"),
+        ("market = { turns = 20 }", "unknown market field(s) turns"),
+        ('split = "dev"', "tournament.split must be one of"),
+    ],
+)
+def test_bad_config_values_are_reported_by_name(tmp_path: Path, body: str, message: str) -> None:
+    base = {"name": '"x"', "sellers": '["scripted:prober"]', "buyers": '["scripted:time"]'}
+    key = body.split("=")[0].strip()
+    lines = [f"{k} = {v}" for k, v in base.items() if k != key]
+    path = write_toml(tmp_path / "t.toml", "[tournament]\n" + "\n".join([*lines, body]) + "\n")
+    with pytest.raises(ValueError) as info:
+        TournamentConfig.from_toml(path)
+    assert message in str(info.value)
+
+
+def test_a_table_other_than_tournament_is_an_error(tmp_path: Path) -> None:
+    path = write_toml(tmp_path / "t.toml", '[tournament]\nname = "x"\n[league]\nsize = 3\n')
+    with pytest.raises(ValueError, match=r"unknown table\(s\) league"):
+        TournamentConfig.from_toml(path)
+
+
+def stored_count(db: Path) -> int:
+    """Episodes committed so far, read the way another process would; 0 before the schema."""
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    episodes = 400
+    config_path = write_toml(
+        tmp_path / "kill.toml",
+        '[tournament]\nname = "kill"\nepisodes = %d\n'
+        'sellers = ["scripted:satisficer", "scripted:prober", "scripted:time?e=0.3"]\n'
+        'buyers = ["scripted:time", ["scripted:time", "scripted:tit-for-tat"]]\n' % episodes,
+    )
+    config = TournamentConfig.from_toml(config_path)
+    reference = tmp_path / "reference.db"
+    total = run_tournament(config, reference, workers=1, progress=False).played
+
+    db = tmp_path / "killed.db"
+    command = [sys.executable, "-m", "tournaments.runner", str(config_path), "--db", str(db),
+               "--workers", "2", "--chunk-size", "7", "--no-progress"]  # fmt: skip
+    # Its own session, so the kill takes the pool's workers with the parent, like an OOM kill.
+    runner = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 60
+    try:
+        while stored_count(db) < total // 5:
+            assert runner.poll() is None, runner.stderr.read().decode()
+            assert time.monotonic() < deadline, "the runner stored nothing within 60 s"
+            time.sleep(0.01)
+    finally:
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()
+        runner.stderr.close()
+
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    stored = conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    partial = conn.execute(
+        "SELECT COUNT(*) FROM episodes e WHERE e.num_turns != "
+        "(SELECT COUNT(*) FROM turns t WHERE t.episode_id = e.id)"
+    ).fetchone()[0]
+    orphans = conn.execute(
+        "SELECT COUNT(*) FROM turns WHERE episode_id NOT IN (SELECT id FROM episodes)"
+    ).fetchone()[0]
+    conn.close()
+    assert 0 < stored < total, "the kill must land mid-run"
+    assert (partial, orphans) == (0, 0)
+
+    resumed = run_tournament(config, db, workers=2, progress=False)
+    assert (resumed.played, resumed.skipped) == (total - stored, stored)
+    assert contents(db) == contents(reference)
+
+
+@pytest.mark.slow
+def test_the_ray_executor_stores_the_same_episodes_as_the_local_one(tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    local = run_tournament(SMALL, tmp_path / "local.db", workers=2, progress=False)
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        remote = run_tournament(
+            SMALL, tmp_path / "ray.db", workers=2, executor="ray", progress=False, chunk_size=10
+        )
+    finally:
+        ray.shutdown()
+    assert remote.pairings == local.pairings
+    assert contents(tmp_path / "ray.db") == contents(tmp_path / "local.db")

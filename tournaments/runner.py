@@ -1,0 +1,352 @@
+"""Run a tournament: every seller against every buyer entry on one scenario list, stored as it goes.
+
+The parent process plans the work, hands out chunks of episodes and writes each finished chunk
+to the store in one transaction; workers play chunks and encode their episodes into rows, so the
+writer only runs SQL. Executors:
+
+* ``workers=1``: everything in this process, no pool;
+* ``local``: a ``concurrent.futures.ProcessPoolExecutor`` of ``workers`` processes;
+* ``ray``: chunks as Ray tasks (``pip install 'bargain-arena[ray]'``). Ray joins the cluster named
+  by ``ray_address`` or the ``RAY_ADDRESS`` variable, else starts a local instance of ``workers``
+  CPUs. On a cluster whose nodes have the project installed::
+
+      RAY_ADDRESS=ray://head:10001 python -m tournaments.runner league.toml --db runs/league.db \\
+          --executor ray
+
+An episode already in the store is skipped, so a killed run resumes where it stopped. Episodes
+are identified by their players and scenario (see :mod:`tournaments.store`): when two pairings
+give the same lineup on a scenario (a pool can draw the same specs as a fixed entry), the episode
+is played once and counted for both.
+
+Command line (the ``arena tournament run`` command calls :func:`run_tournament` the same way)::
+
+    python -m tournaments.runner CONFIG.toml --db results.db [--workers N] [--executor local|ray]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from arena.catalog import load_catalog, split_catalog
+from arena.config import MarketConfig
+from arena.records import ENV_VERSION
+from arena.scenarios import Scenario, make_scenarios
+from tournaments.config import TournamentConfig, pool_label
+from tournaments.match import AgentCache, buyer_lineup, play_episode
+from tournaments.store import EncodedEpisode, EpisodeKey, Store, encode_episode
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One episode to play: a seller and a lineup of buyer specs on one scenario."""
+
+    seller: str
+    lineup: tuple[str, ...]
+    scenario: Scenario
+
+    @property
+    def key(self) -> EpisodeKey:
+        return (ENV_VERSION, self.seller, self.lineup, self.scenario.seed, self.scenario.index)
+
+
+@dataclass(frozen=True)
+class Played:
+    """What a worker sends back for one episode: the summary figures, and its rows to store
+    (None when the run stores nothing)."""
+
+    key: EpisodeKey
+    seller_reward: float
+    outcome: str
+    encoded: EncodedEpisode | None
+
+
+@dataclass(frozen=True)
+class PairingSummary:
+    seller: str
+    buyers: str
+    """The buyer entry's label: a spec, or a pool's specs joined with "|"."""
+    episodes: int
+    mean_seller_reward: float
+    deal_rate: float
+
+
+@dataclass(frozen=True)
+class TournamentSummary:
+    name: str
+    db_path: str | None
+    played: int
+    """Episodes played by this run."""
+    skipped: int
+    """Episodes found in the store and not played again."""
+    pairings: tuple[PairingSummary, ...]
+
+    def table(self) -> Table:
+        """The per-pairing summary as a rich table."""
+        from rich.table import Table
+
+        table = Table(title=f"{self.name}: {self.played} played, {self.skipped} already stored")
+        table.add_column("seller")
+        table.add_column("buyers")
+        table.add_column("episodes", justify="right")
+        table.add_column("mean seller reward", justify="right")
+        table.add_column("deal rate", justify="right")
+        for p in self.pairings:
+            table.add_row(
+                p.seller,
+                p.buyers,
+                str(p.episodes),
+                f"{p.mean_seller_reward:.4f}",
+                f"{p.deal_rate:.1%}",
+            )
+        return table
+
+
+def play_chunk(market: MarketConfig, jobs: Sequence[Job], keep_turns: bool, encode: bool) -> list:
+    """Play ``jobs`` in order (in a worker); agents are built once per chunk and reset per
+    episode. Module-level so process pools and Ray can ship it."""
+    cache = AgentCache()
+    out = []
+    for job in jobs:
+        buyers = [cache.get(spec, "buyer", i) for i, spec in enumerate(job.lineup)]
+        seller = cache.get(job.seller, "seller", 0)
+        record = play_episode(market, job.scenario, seller, buyers, keep_turns)
+        res = record.result
+        encoded = encode_episode(record) if encode else None
+        out.append(Played(job.key, res.seller_reward, res.outcome, encoded))
+    return out
+
+
+def plan(
+    config: TournamentConfig, scenarios: Sequence[Scenario], done: set[EpisodeKey]
+) -> tuple[list[Job], int]:
+    """The episodes still to play, each key once, pairing by pairing; and how many are stored."""
+    jobs: dict[EpisodeKey, Job] = {}
+    skipped: set[EpisodeKey] = set()
+    for seller in config.sellers:
+        for pool in config.buyers:
+            for scenario in scenarios:
+                job = Job(seller, buyer_lineup(scenario, pool), scenario)
+                key = job.key
+                if key in done:
+                    skipped.add(key)
+                else:
+                    jobs.setdefault(key, job)
+    return list(jobs.values()), len(skipped)
+
+
+def chunked(jobs: Sequence[Job], size: int) -> list[list[Job]]:
+    return [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
+
+
+def run_tournament(
+    config: TournamentConfig,
+    db_path: str | Path | None,
+    workers: int = 1,
+    executor: str = "local",
+    progress: bool = True,
+    chunk_size: int = 32,
+    ray_address: str | None = None,
+) -> TournamentSummary:
+    """Play every seller against every buyer entry on ``config.episodes`` scenarios.
+
+    Episodes go to the store at ``db_path`` as chunks finish (``None``: play without storing,
+    e.g. to time the store). Resumable: what is stored is skipped.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    market = config.market_config()
+    catalog = split_catalog(load_catalog(config.catalog), config.split)
+    scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
+
+    store = None if db_path is None else Store.open(db_path)
+    try:
+        outcomes: dict[EpisodeKey, tuple[float, str]] = {}
+        tournament_id = -1
+        if store is not None:
+            tournament_id = store.tournament_id(config.name, config.to_dict())
+            for spec in config.sellers:
+                store.register_agent(spec, "seller")
+            for spec in sorted({s for pool in config.buyers for s in pool}):
+                store.register_agent(spec, "buyer")
+            outcomes = store.outcomes(tournament_id)
+        jobs, skipped = plan(config, scenarios, set(outcomes))
+        chunks = chunked(jobs, chunk_size)
+
+        def write(results: list[Played]) -> None:
+            for p in results:
+                outcomes[p.key] = (p.seller_reward, p.outcome)
+            if store is not None:
+                store.add_episodes(tournament_id, [p.encoded for p in results])
+
+        run = _run_ray if executor == "ray" else _run_local
+        args = (market, config.keep_turns, store is not None)
+        with _progress_bar(progress, len(jobs) + skipped, skipped, config.name) as advance:
+            for results in run(chunks, args, workers, ray_address):
+                write(results)
+                advance(len(results))
+    finally:
+        if store is not None:
+            store.close()
+    return TournamentSummary(
+        name=config.name,
+        db_path=None if db_path is None else str(db_path),
+        played=len(jobs),
+        skipped=skipped,
+        pairings=_summaries(config, scenarios, outcomes),
+    )
+
+
+def _run_local(
+    chunks: list[list[Job]], args: tuple, workers: int, ray_address: str | None
+) -> Iterator[list[Played]]:
+    """Chunk results as they complete: in this process (workers=1) or from a process pool."""
+    market, keep_turns, encode = args
+    if workers == 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            yield play_chunk(market, chunk, keep_turns, encode)
+        return
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)))
+    try:
+        pending = {pool.submit(play_chunk, market, c, keep_turns, encode) for c in chunks}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield future.result()
+    finally:
+        # On an error or Ctrl-C, drop the queued chunks instead of playing them to the end.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_ray(
+    chunks: list[list[Job]], args: tuple, workers: int, ray_address: str | None
+) -> Iterator[list[Played]]:
+    """Chunk results as they complete, each chunk a Ray task."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise RuntimeError(
+            "the ray executor needs Ray: pip install 'bargain-arena[ray]'"
+        ) from exc
+    started = not ray.is_initialized()
+    if started:
+        if ray_address or os.environ.get("RAY_ADDRESS"):
+            ray.init(address=ray_address)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False)
+    pending: list = []
+    try:
+        remote = ray.remote(play_chunk)
+        market, keep_turns, encode = args
+        market_ref = ray.put(market)
+        pending = [remote.remote(market_ref, c, keep_turns, encode) for c in chunks]
+        while pending:
+            finished, pending = ray.wait(pending, num_returns=1)
+            for ref in finished:
+                yield ray.get(ref)
+    finally:
+        for ref in pending:
+            ray.cancel(ref)
+        if started:
+            ray.shutdown()
+
+
+class _NoProgress:
+    def __enter__(self) -> Callable[[int], None]:
+        return lambda n: None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _RichProgress:
+    def __init__(self, total: int, done: int, name: str) -> None:
+        from rich.progress import Progress
+
+        self.progress = Progress()
+        self.task = self.progress.add_task(name, total=total, completed=done)
+
+    def __enter__(self) -> Callable[[int], None]:
+        self.progress.start()
+        return lambda n: self.progress.advance(self.task, n)
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def _progress_bar(enabled: bool, total: int, done: int, name: str) -> Any:
+    return _RichProgress(total, done, name) if enabled else _NoProgress()
+
+
+def _summaries(
+    config: TournamentConfig,
+    scenarios: Sequence[Scenario],
+    outcomes: dict[EpisodeKey, tuple[float, str]],
+) -> tuple[PairingSummary, ...]:
+    """Mean seller reward and deal rate of every pairing, over its scenarios."""
+    rows = []
+    for seller in config.sellers:
+        for pool in config.buyers:
+            results = [
+                outcomes[(ENV_VERSION, seller, buyer_lineup(sc, pool), sc.seed, sc.index)]
+                for sc in scenarios
+            ]
+            n = len(results)
+            rows.append(
+                PairingSummary(
+                    seller=seller,
+                    buyers=pool_label(pool),
+                    episodes=n,
+                    mean_seller_reward=math.fsum(r for r, _ in results) / n,
+                    deal_rate=sum(outcome == "deal" for _, outcome in results) / n,
+                )
+            )
+    return tuple(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m tournaments.runner CONFIG.toml --db FILE``: run, then print the summary."""
+    parser = argparse.ArgumentParser(description="Run a bargain-arena tournament.")
+    parser.add_argument("config", help="tournament TOML file")
+    parser.add_argument("--db", required=True, help="results database (created if missing)")
+    parser.add_argument("--workers", type=int, default=1, help="parallel workers (1: in-process)")
+    parser.add_argument("--executor", choices=EXECUTORS, default="local")
+    parser.add_argument("--chunk-size", type=int, default=32, help="episodes per task")
+    parser.add_argument("--ray-address", default=None, help="Ray cluster (or set RAY_ADDRESS)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    try:
+        config = TournamentConfig.from_toml(args.config)
+    except ValueError as exc:
+        parser.error(str(exc))
+    summary = run_tournament(
+        config,
+        args.db,
+        workers=args.workers,
+        executor=args.executor,
+        progress=not args.no_progress,
+        chunk_size=args.chunk_size,
+        ray_address=args.ray_address,
+    )
+    from rich.console import Console
+
+    Console().print(summary.table())
+
+
+if __name__ == "__main__":
+    main()
