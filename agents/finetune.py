@@ -109,11 +109,14 @@ class FitReport:
         }
 
 
-def tokenize_example(tokenizer, example: ChatExample, max_length: int) -> tuple[list[int], int]:
-    """(token ids, index of the first reply token) under the model's chat template.
+def tokenize_example(
+    tokenizer, example: ChatExample, max_length: int
+) -> tuple[list[int], int, int]:
+    """(token ids, index of the first reply token, tokens cut) under the model's chat template.
 
     The prompt is cut from the left when prompt + reply exceed ``max_length``: the reply is what
-    is learnt, and the latest context matters most to it.
+    is learnt, and the latest context matters most to it. The number cut is returned so training
+    can keep every token at its true position (the model later reads the whole prompt).
     """
     prompt = tokenizer.apply_chat_template(
         [{"role": r, "content": c} for r, c in example.messages],
@@ -133,9 +136,9 @@ def tokenize_example(tokenizer, example: ChatExample, max_length: int) -> tuple[
     reply_ids = tokenizer(full[len(prompt) :], add_special_tokens=False)["input_ids"]
     if len(reply_ids) >= max_length:
         raise ValueError(f"a {len(reply_ids)}-token reply does not fit max_length={max_length}")
-    keep = max_length - len(reply_ids)
-    prompt_ids = prompt_ids[-keep:]
-    return list(prompt_ids) + list(reply_ids), len(prompt_ids)
+    cut = max(0, len(prompt_ids) + len(reply_ids) - max_length)
+    prompt_ids = prompt_ids[cut:]
+    return list(prompt_ids) + list(reply_ids), len(prompt_ids), cut
 
 
 def fit_on_transcripts(
@@ -184,15 +187,19 @@ def fit_on_transcripts(
         for _ in range(steps):
             picks = rng.choice(len(encoded), size=min(batch_size, len(encoded)), replace=False)
             batch = [encoded[int(i)] for i in picks]
-            width = max(len(ids) for ids, _ in batch)
+            width = max(len(tokens) for tokens, _, _ in batch)
             ids = torch.full((len(batch), width), pad, dtype=torch.long)
             labels = torch.full((len(batch), width), -100, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, (tokens, start) in enumerate(batch):
+            positions = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, (tokens, start, cut) in enumerate(batch):
                 ids[row, : len(tokens)] = torch.tensor(tokens)
                 labels[row, start : len(tokens)] = torch.tensor(tokens[start:])
                 mask[row, : len(tokens)] = 1
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+                positions[row] = torch.arange(cut, cut + width)
+            loss = model(
+                input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels
+            ).loss
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

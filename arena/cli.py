@@ -195,7 +195,7 @@ def eval_command(
     overrides: SetOpt = None,
 ) -> None:
     """Evaluate a seller against buyers and print a Table-1 style row."""
-    from arena.metrics import TABLE1_COLUMNS
+    from arena.metrics import MULTI_PRODUCT_COLUMNS, TABLE1_COLUMNS
     from tournaments.evaluate import evaluate
 
     def run():
@@ -207,12 +207,15 @@ def eval_command(
             return evaluate(config, on_episode=lambda _r: progress.advance(task))
 
     report = _guard(run)
+    columns = list(TABLE1_COLUMNS)
+    if report.config["market"]["num_products"] > 1:
+        columns += MULTI_PRODUCT_COLUMNS
     table = Table(title=f"{preset}: {seller} vs {', '.join(_buyers(buyer))}")
     table.add_column("Seller")
-    for _key, header in TABLE1_COLUMNS:
+    for _key, header in columns:
         table.add_column(header, justify="right")
     cells = []
-    for key, _header in TABLE1_COLUMNS:
+    for key, _header in columns:
         m = report.metrics[key]
         cells.append(f"{m['mean']:+.3f} ± {m['se']:.3f}")
     label = seller + ("  (ORACLE: reads hidden budgets)" if "oracle" in seller else "")

@@ -236,7 +236,6 @@ def apply_overrides(base: MarketConfig, overrides: Mapping[str, Any]) -> MarketC
             f"unknown market field(s) {', '.join(unknown)}; known fields: {', '.join(fields)}"
         )
     typed = {k: _convert(k, getattr(base, k), v) for k, v in overrides.items()}
-    mode = typed.get("budget_mode", base.budget_mode)
     n = typed.get("num_buyers")
     keeps_tiers = (
         "budget_tiers" not in typed and typed.get("budget_mode", base.budget_mode) == "tiers"

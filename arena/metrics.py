@@ -40,6 +40,13 @@ TABLE1_COLUMNS: list[tuple[str, str]] = [
 ]
 """(summary key, header) of the Table-1 row the CLI prints, in the paper's column order."""
 
+MULTI_PRODUCT_COLUMNS: list[tuple[str, str]] = [
+    ("matching_quality", "Matching Quality"),
+    ("optimal_pair_share", "Optimal Pair Share"),
+    ("deals_per_episode", "Deals per Episode"),
+]
+"""Extra columns the CLI prints for markets with several products (issue 6)."""
+
 VIOLATION_KINDS: tuple[str, ...] = tuple(v.value for v in Violation)
 """Every violation kind the rules can record; ``violation_rate_by_kind`` always has these keys."""
 

@@ -1,0 +1,139 @@
+"""The ``arena`` CLI: the README's main job, the JSON contract, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arena.cli import app
+
+runner = CliRunner()
+REAL_CATALOG = Path(__file__).resolve().parents[2].parent / "shared/data/AmazonHistoryPrice"
+
+
+def eval_json(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "metrics.json"
+    result = runner.invoke(app, ["eval", *args, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())
+
+
+def test_eval_json_has_the_documented_shape(tmp_path: Path) -> None:
+    data = eval_json(tmp_path, "--episodes", "16", "--seed", "3")
+    assert data["episodes"] == 16
+    assert data["config"]["seller"] == "scripted:prober"
+    assert data["config"]["market"]["num_buyers"] == 3
+    for key in (
+        "reward",
+        "surplus_extraction_ratio",
+        "deal_rate",
+        "distinct_buyers_engaged",
+        "deal_on_top_buyer_rate",
+        "sell_below_cost_error_rate",
+    ):
+        assert set(data["metrics"][key]) >= {"mean", "se"}
+
+
+@pytest.mark.parametrize("buyers", ["scripted:time", "scripted:time,scripted:tit-for-tat"])
+def test_prober_beats_satisficer_in_distribution(tmp_path: Path, buyers: str) -> None:
+    metrics = {
+        seller: eval_json(tmp_path, "--seller", f"scripted:{seller}", "--buyer", buyers)["metrics"]
+        for seller in ("satisficer", "prober")
+    }
+    for key in ("reward", "deal_on_top_buyer_rate"):
+        assert metrics["prober"][key]["mean"] > metrics["satisficer"][key]["mean"]
+
+
+def test_in_distribution_scripted_ordering_matches_the_issue(tmp_path: Path) -> None:
+    """256 episodes: prober beats satisficer; oracle at least as good; nobody sells below cost."""
+    metrics = {
+        seller: eval_json(tmp_path, "--seller", f"scripted:{seller}")["metrics"]
+        for seller in ("satisficer", "prober", "oracle", "time")
+    }
+    for key in ("reward", "deal_on_top_buyer_rate"):
+        assert metrics["prober"][key]["mean"] > metrics["satisficer"][key]["mean"]
+    assert metrics["oracle"]["reward"]["mean"] >= metrics["prober"]["reward"]["mean"]
+    assert metrics["oracle"]["reward"]["mean"] >= metrics["satisficer"]["reward"]["mean"]
+    for seller in metrics.values():
+        assert seller["sell_below_cost_error_rate"]["mean"] == 0.0
+
+
+def test_first_offer_top1_match_is_chance_in_distribution_and_higher_in_ood(tmp_path: Path) -> None:
+    indist = eval_json(tmp_path, "--episodes", "512")["metrics"]["first_offer_top1_match"]
+    ood = eval_json(
+        tmp_path,
+        "--preset",
+        "ood",
+        "--episodes",
+        "512",
+        "--buyer",
+        "scripted:time,scripted:tit-for-tat,scripted:hardliner",
+    )["metrics"]["first_offer_top1_match"]
+    assert abs(indist["mean"] - 1 / 3) < 0.07
+    assert ood["mean"] > indist["mean"] + 0.15
+
+
+def test_multi_product_eval_reports_matching_quality(tmp_path: Path) -> None:
+    data = eval_json(
+        tmp_path, "--preset", "multi-product", "--seller", "scripted:oracle", "-n", "32"
+    )
+    assert data["metrics"]["matching_quality"]["mean"] == pytest.approx(1.0)
+    assert data["metrics"]["deals_per_episode"]["mean"] > 1
+
+
+def test_set_overrides_a_market_field(tmp_path: Path) -> None:
+    data = eval_json(tmp_path, "-n", "4", "--set", "total_turns=6")
+    assert data["config"]["market"]["total_turns"] == 6
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["eval", "--seller", "scripted:nobody"], "unknown scripted seller 'nobody'"),
+        (["eval", "--seller", "telepathy:x"], "unknown agent kind 'telepathy'"),
+        (["eval", "--set", "num_buyerz=4"], "unknown market field(s) num_buyerz"),
+        (["eval", "--set", "total_turns=9"], "total_turns=9 must be < num_buyers*per_buyer_cap"),
+        (["eval", "--preset", "galaxy"], "unknown preset 'galaxy'"),
+        (["eval", "--catalog", "/no/such/catalogue"], "/no/such/catalogue"),
+        (["eval", "--split", "validation"], "validation"),
+        (["play", "--buyer", "scripted:time?e=fast"], "e='fast'"),
+    ],
+)
+def test_user_errors_print_one_line_and_exit_nonzero(args: list[str], needle: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_errors_from_the_installed_command_have_no_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "arena.cli", "eval", "--seller", "scripted:nobody"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.strip()]) <= 2
+
+
+def test_play_shows_the_transcript_and_then_the_hidden_values() -> None:
+    result = runner.invoke(app, ["play", "--seed", "1"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "seller → buyer_" in result.output
+    assert "Hidden values" in result.output
+    assert result.output.index("Hidden values") > result.output.index("seller → buyer_")
+    assert "cost $" in result.output and "budget $" in result.output
+
+
+@pytest.mark.skipif(not REAL_CATALOG.exists(), reason="needs ../shared/data/AmazonHistoryPrice")
+def test_eval_on_the_real_catalogue_test_split(tmp_path: Path) -> None:
+    data = eval_json(tmp_path, "--catalog", str(REAL_CATALOG), "--split", "test", "-n", "32")
+    assert data["config"]["split"] == "test"
+    assert data["metrics"]["reward"]["n"] == 32
