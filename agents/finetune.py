@@ -152,7 +152,8 @@ def fit_on_transcripts(
     config: MarketConfig | None = None,
     roles: Sequence[str] = ROLES,
     batch_size: int = 8,
-    max_length: int = 512,
+    max_length: int = 2048,
+    history: int = -1,
 ) -> FitReport:
     """Fit the causal LM in ``model_dir`` on the turns of ``roles`` in ``records``; save it.
 
@@ -171,7 +172,7 @@ def fit_on_transcripts(
     if not lr > 0:
         raise ValueError(f"lr={lr} must be > 0")
     started = time.perf_counter()
-    examples = chat_examples(records, config, roles)
+    examples = chat_examples(records, config, roles, history=history)
     if not examples:
         raise ValueError(f"no turns of roles {list(roles)} in the records; nothing to fit")
     tokenizer = load_tokenizer(model_dir)

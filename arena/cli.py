@@ -258,8 +258,7 @@ def ratings(
     tournament: Annotated[str | None, typer.Option(help="Only this tournament.")] = None,
 ) -> None:
     """Bradley-Terry ratings with bootstrap intervals, Elo, and the paper's metrics."""
-    from tournaments.leaderboard import leaderboard, render_table
-
+    from tournaments.leaderboard import leaderboard, render_table, stored_buyer_entries
     from tournaments.store import load_records
 
     def run():
@@ -267,7 +266,8 @@ def ratings(
             raise FileNotFoundError(f"no database at {db}")
         if role not in ("seller", "buyer", "cross"):
             raise ValueError(f"--role must be seller, buyer or cross, not {role!r}")
-        return leaderboard(load_records(db, tournament=tournament), role)
+        records = load_records(db, tournament=tournament)
+        return leaderboard(records, role, buyer_entries=stored_buyer_entries(db, tournament))
 
     rows = _guard(run)
     console.print(render_table(rows))

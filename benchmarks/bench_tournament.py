@@ -1,17 +1,21 @@
 """Time a scripted round-robin with and without the results store.
 
-Run: python benchmarks/bench_tournament.py [--workers 2] [--episodes 256] [--chunk-size 32]
+Run: python benchmarks/bench_tournament.py [--workers 2] [--episodes 256] [--repeat 3]
 
 10 scripted sellers x 10 scripted buyers x 256 episodes on the in-distribution market (25,600
 episodes), local process pool. The stored run writes every episode and every message to a fresh
 SQLite file; the unstored run plays the same episodes and only keeps the summary figures. The
 difference is what storing costs: encoding rows in the workers, shipping them to the parent, and
 the inserts. Targets: stored run under 60 s, overhead at most 30%.
+
+Besides wall time, each run's CPU seconds (this process plus its finished workers) are printed:
+on a shared machine they are the steadier measure of the overhead.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -46,11 +50,26 @@ BUYERS = (
 )
 
 
+def cpu_seconds() -> float:
+    """User + system CPU of this process and of its reaped children (the pool's workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(config: TournamentConfig, db: Path | None, workers: int, chunk_size: int):
+    """(summary, wall seconds, CPU seconds) of one run."""
+    start, cpu = time.perf_counter(), cpu_seconds()
+    summary = run_tournament(config, db, workers, "local", progress=False, chunk_size=chunk_size)
+    return summary, time.perf_counter() - start, cpu_seconds() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--chunk-size", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=1, help="alternate runs; report the best")
     parser.add_argument("--no-turns", action="store_true", help="store without messages")
     args = parser.parse_args()
     config = TournamentConfig(
@@ -61,32 +80,31 @@ def main() -> None:
         keep_turns=not args.no_turns,
     )
     episodes = len(SELLERS) * len(BUYERS) * args.episodes
+    stored_runs, bare_runs = [], []
     with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "bench.db"
-        start = time.perf_counter()
-        stored = run_tournament(
-            config, db, args.workers, "local", progress=False, chunk_size=args.chunk_size
-        )
-        stored_s = time.perf_counter() - start
+        for attempt in range(args.repeat):
+            db = Path(folder) / f"bench{attempt}.db"
+            stored, *times = timed(config, db, args.workers, args.chunk_size)
+            stored_runs.append(times)
+            bare, *times = timed(config, None, args.workers, args.chunk_size)
+            bare_runs.append(times)
+            if stored.pairings != bare.pairings:
+                raise SystemExit("the stored and unstored runs disagree on the pairing summaries")
         with Store.open(db) as store:
             rows = store.db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
             turns = store.db.execute("SELECT COUNT(*) FROM turns").fetchone()[0]
-        size_mb = sum(f.stat().st_size for f in Path(folder).iterdir()) / 1e6
-
-        start = time.perf_counter()
-        bare = run_tournament(
-            config, None, args.workers, "local", progress=False, chunk_size=args.chunk_size
-        )
-        bare_s = time.perf_counter() - start
-    if stored.pairings != bare.pairings:
-        raise SystemExit("the stored and unstored runs disagree on the pairing summaries")
+        size_mb = sum(f.stat().st_size for f in db.parent.glob(db.name + "*")) / 1e6
+    stored_s, stored_cpu = (min(x) for x in zip(*stored_runs, strict=True))
+    bare_s, bare_cpu = (min(x) for x in zip(*bare_runs, strict=True))
     print(
         f"{episodes} episodes ({rows} stored, {turns} turns, {size_mb:.0f} MB), "
-        f"{args.workers} workers, chunks of {args.chunk_size}"
+        f"{args.workers} workers, chunks of {args.chunk_size}, best of {args.repeat}"
     )
-    print(f"stored:   {stored_s:6.1f} s  ({episodes / stored_s:,.0f} episodes/s)")
-    print(f"unstored: {bare_s:6.1f} s  ({episodes / bare_s:,.0f} episodes/s)")
-    print(f"store overhead: {stored_s / bare_s - 1:+.1%}")
+    print(f"stored:   {stored_s:6.1f} s wall, {stored_cpu:6.1f} s CPU")
+    print(f"unstored: {bare_s:6.1f} s wall, {bare_cpu:6.1f} s CPU")
+    print(
+        f"store overhead: {stored_s / bare_s - 1:+.1%} wall, {stored_cpu / bare_cpu - 1:+.1%} CPU"
+    )
 
 
 if __name__ == "__main__":

@@ -97,7 +97,9 @@ class TournamentConfig:
         if self.split not in SPLITS:
             raise ValueError(f"tournament.split must be one of {', '.join(SPLITS)}")
         if not isinstance(self.keep_turns, bool):
-            raise ValueError(f"tournament.keep_turns must be true or false, not {self.keep_turns!r}")
+            raise ValueError(
+                f"tournament.keep_turns must be true or false, not {self.keep_turns!r}"
+            )
         try:
             self.market_config()
         except ValueError as exc:

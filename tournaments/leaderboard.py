@@ -106,8 +106,9 @@ def lineup_label(buyers: Sequence[str]) -> str:
 
 
 def buyer_entries_of(record: EpisodeRecord, buyer_entries: BuyerEntries | None = None) -> list[str]:
-    """Labels of the buyer entries ``record`` counts for (see the module docstring)."""
-    if buyer_entries is None:
+    """Labels of the buyer entries ``record`` counts for (see the module docstring); no
+    entries (None or empty) reads the entry off the lineup."""
+    if not buyer_entries:
         return [lineup_label(record.buyers)]
     lineup = tuple(record.buyers)
     labels = [

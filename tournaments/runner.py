@@ -31,6 +31,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +114,9 @@ class TournamentSummary:
         return table
 
 
-def play_chunk(market: MarketConfig, jobs: Sequence[Job], keep_turns: bool, encode: bool) -> list:
+def play_chunk(
+    jobs: Sequence[Job], market: MarketConfig, keep_turns: bool, encode: bool
+) -> list[Played]:
     """Play ``jobs`` in order (in a worker); agents are built once per chunk and reset per
     episode. Module-level so process pools and Ray can ship it."""
     cache = AgentCache()
@@ -194,10 +197,15 @@ def run_tournament(
             if store is not None:
                 store.add_episodes(tournament_id, [p.encoded for p in results])
 
-        run = _run_ray if executor == "ray" else _run_local
-        args = (market, config.keep_turns, store is not None)
+        task = partial(
+            play_chunk, market=market, keep_turns=config.keep_turns, encode=store is not None
+        )
+        if executor == "ray":
+            finished = _run_ray(task, chunks, workers, ray_address)
+        else:
+            finished = _run_local(task, chunks, workers)
         with _progress_bar(progress, len(jobs) + skipped, skipped, config.name) as advance:
-            for results in run(chunks, args, workers, ray_address):
+            for results in finished:
                 write(results)
                 advance(len(results))
     finally:
@@ -212,18 +220,18 @@ def run_tournament(
     )
 
 
-def _run_local(
-    chunks: list[list[Job]], args: tuple, workers: int, ray_address: str | None
-) -> Iterator[list[Played]]:
+ChunkTask = Callable[[Sequence[Job]], list[Played]]
+
+
+def _run_local(task: ChunkTask, chunks: list[list[Job]], workers: int) -> Iterator[list[Played]]:
     """Chunk results as they complete: in this process (workers=1) or from a process pool."""
-    market, keep_turns, encode = args
     if workers == 1 or len(chunks) <= 1:
         for chunk in chunks:
-            yield play_chunk(market, chunk, keep_turns, encode)
+            yield task(chunk)
         return
     pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)))
     try:
-        pending = {pool.submit(play_chunk, market, c, keep_turns, encode) for c in chunks}
+        pending = {pool.submit(task, chunk) for chunk in chunks}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -233,16 +241,18 @@ def _run_local(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _apply(task: ChunkTask, chunk: Sequence[Job]) -> list[Played]:
+    return task(chunk)
+
+
 def _run_ray(
-    chunks: list[list[Job]], args: tuple, workers: int, ray_address: str | None
+    task: ChunkTask, chunks: list[list[Job]], workers: int, ray_address: str | None
 ) -> Iterator[list[Played]]:
     """Chunk results as they complete, each chunk a Ray task."""
     try:
         import ray
     except ImportError as exc:
-        raise RuntimeError(
-            "the ray executor needs Ray: pip install 'bargain-arena[ray]'"
-        ) from exc
+        raise RuntimeError("the ray executor needs Ray: pip install 'bargain-arena[ray]'") from exc
     started = not ray.is_initialized()
     if started:
         if ray_address or os.environ.get("RAY_ADDRESS"):
@@ -251,10 +261,9 @@ def _run_ray(
             ray.init(num_cpus=workers, include_dashboard=False)
     pending: list = []
     try:
-        remote = ray.remote(play_chunk)
-        market, keep_turns, encode = args
-        market_ref = ray.put(market)
-        pending = [remote.remote(market_ref, c, keep_turns, encode) for c in chunks]
+        remote = ray.remote(_apply)
+        task_ref = ray.put(task)
+        pending = [remote.remote(task_ref, chunk) for chunk in chunks]
         while pending:
             finished, pending = ray.wait(pending, num_returns=1)
             for ref in finished:
@@ -278,12 +287,18 @@ class _RichProgress:
     def __init__(self, total: int, done: int, name: str) -> None:
         from rich.progress import Progress
 
-        self.progress = Progress()
+        # No auto-refresh thread: the process pool forks after the bar starts, and forking a
+        # process that runs threads can deadlock the child. The bar refreshes per chunk.
+        self.progress = Progress(auto_refresh=False)
         self.task = self.progress.add_task(name, total=total, completed=done)
 
     def __enter__(self) -> Callable[[int], None]:
         self.progress.start()
-        return lambda n: self.progress.advance(self.task, n)
+        return self.advance
+
+    def advance(self, n: int) -> None:
+        self.progress.advance(self.task, n)
+        self.progress.refresh()
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()

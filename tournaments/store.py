@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import operator
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
@@ -31,7 +32,7 @@ from typing import Any, NamedTuple
 
 import sqlite_utils
 
-from arena.records import EpisodeRecord
+from arena.records import EpisodeRecord, TurnRecord
 
 EpisodeKey = tuple[str, str, tuple[str, ...], int, int]
 """(env_version, seller spec, buyer spec per slot, scenario seed, scenario index); with the
@@ -157,19 +158,11 @@ EPISODE_COLUMNS = (
     "num_turns",
     "record",
 )
-TURN_COLUMNS = (
-    "idx",
-    "agent",
-    "to_agent",
-    "text",
-    "kind",
-    "price",
-    "product",
-    "valid",
-    "reason",
-    "tokens_in",
-    "tokens_out",
-)
+TURN_FIELDS = tuple(f.name for f in dataclasses.fields(TurnRecord))
+TURN_COLUMNS = tuple({"index": "idx", "to": "to_agent"}.get(f, f) for f in TURN_FIELDS)
+"""The ``turns`` column of each :class:`TurnRecord` field (two renamed: SQL keywords)."""
+_turn_values = operator.attrgetter(*TURN_FIELDS)
+"""A TurnRecord's values in ``TURN_COLUMNS`` order (SQLite stores the bool as 0/1)."""
 
 
 class EncodedEpisode(NamedTuple):
@@ -177,8 +170,8 @@ class EncodedEpisode(NamedTuple):
     worker process), so the process that writes the database only runs SQL."""
 
     key: EpisodeKey
-    row: dict[str, Any]
-    """Values of ``EPISODE_COLUMNS``."""
+    row: tuple[Any, ...]
+    """Values of ``EPISODE_COLUMNS``, in that order."""
     turns: list[tuple[Any, ...]]
     """Values of ``TURN_COLUMNS``, one tuple per message."""
 
@@ -208,7 +201,7 @@ def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
     full = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
     full["result"] = result
     deal = res.deal
-    row = {
+    values = {
         "env_version": record.env_version,
         "preset": record.preset,
         "scenario_seed": sc.seed,
@@ -235,11 +228,8 @@ def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
         "num_turns": len(res.turns),
         "record": _json(full),
     }
-    turns = [
-        (t.index, t.agent, t.to, t.text, t.kind, t.price, t.product, int(t.valid), t.reason,
-         t.tokens_in, t.tokens_out)  # fmt: skip
-        for t in res.turns
-    ]
+    row = tuple(values[c] for c in EPISODE_COLUMNS)
+    turns = [_turn_values(t) for t in res.turns]
     return EncodedEpisode(episode_key(record), row, turns)
 
 
@@ -344,9 +334,7 @@ class Store:
             )
         return int(row[0])
 
-    def register_agent(
-        self, spec: str, role: str, label: str | None = None, **lineage: Any
-    ) -> int:
+    def register_agent(self, spec: str, role: str, label: str | None = None, **lineage: Any) -> int:
         """The id of agent ``spec`` playing ``role``; created if new. Lineage fields given
         (parent, generation, step, config_hash, path) are recorded, replacing stored ones."""
         if role not in AGENT_ROLES:
@@ -408,10 +396,7 @@ class Store:
                 first = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM episodes").fetchone()[0]
                 conn.executemany(
                     insert_episode,
-                    (
-                        (first + n, tournament_id, *(e.row[c] for c in EPISODE_COLUMNS))
-                        for n, e in enumerate(encoded)
-                    ),
+                    ((first + n, tournament_id, *e.row) for n, e in enumerate(encoded)),
                 )
                 conn.executemany(
                     insert_turn,
@@ -468,14 +453,10 @@ class Store:
             f"JOIN episodes e ON e.id = t.episode_id WHERE {where} ORDER BY t.episode_id, t.idx",
             params,
         )
-        for episode_id, idx, agent, to, text, kind, price, product, valid, reason, t_in, t_out in (
-            rows
-        ):
-            turns.setdefault(episode_id, []).append(
-                {"index": idx, "agent": agent, "to": to, "text": text, "kind": kind,
-                 "price": price, "product": product, "valid": bool(valid), "reason": reason,
-                 "tokens_in": t_in, "tokens_out": t_out}  # fmt: skip
-            )
+        for episode_id, *values in rows:
+            turn = dict(zip(TURN_FIELDS, values, strict=True))
+            turn["valid"] = bool(turn["valid"])
+            turns.setdefault(episode_id, []).append(turn)
         records = []
         for episode_id, text in episodes:
             data = json.loads(text)

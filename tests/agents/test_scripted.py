@@ -114,8 +114,18 @@ def test_unregulated_openings_depend_on_the_scenario_seed_only():
 def hand_scenario(budgets=(27.83, 41.17, 52.61), openings=(9.95, 10.45, 9.28)) -> Scenario:
     product = Product("baby-products_17", "baby-products", "Monitor", "", "", 34.99, 18.75)
     n = len(budgets)
-    return Scenario(0, 0, (product,), (1,), tuple((b,) for b in budgets), None, openings,
-                    (0,) * n, tuple((i + 0.5) / n for i in range(n)), 1)  # fmt: skip
+    return Scenario(
+        0,
+        0,
+        (product,),
+        (1,),
+        tuple((b,) for b in budgets),
+        None,
+        openings,
+        (0,) * n,
+        tuple((i + 0.5) / n for i in range(n)),
+        1,
+    )
 
 
 def play(seller: str, buyer: str = "scripted:time") -> EpisodeRecord:
@@ -168,9 +178,10 @@ def test_built_agent_carries_its_spec_and_typed_parameters():
     buyer = make_agent("scripted:time?e=0.5&opening=0.3", "buyer")
     assert buyer.spec == "scripted:time?e=0.5&opening=0.3"
     assert (buyer.config.e, buyer.config.opening) == (0.5, 0.3)
-    assert make_agent("scripted:greedy", "seller").config == make_agent(
-        "scripted:satisficer", "seller"
-    ).config
+    assert (
+        make_agent("scripted:greedy", "seller").config
+        == make_agent("scripted:satisficer", "seller").config
+    )
 
 
 @pytest.mark.parametrize(

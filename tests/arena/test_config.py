@@ -51,7 +51,7 @@ def test_agents_are_seller_then_one_based_buyers():
 
 
 def test_unknown_preset_lists_the_known_ones():
-    with pytest.raises(ValueError, match="unknown preset 'nope'.*in-distribution"):
+    with pytest.raises(ValueError, match=r"unknown preset 'nope'.*in-distribution"):
         get_preset("nope")
 
 
@@ -70,8 +70,9 @@ def test_allow_full_coverage_lifts_the_scarcity_condition():
     assert cfg.total_turns == 12
 
 
-@pytest.mark.parametrize("field", ["num_buyers", "total_turns", "per_buyer_cap", "num_products",
-                                   "stock"])  # fmt: skip
+@pytest.mark.parametrize(
+    "field", ["num_buyers", "total_turns", "per_buyer_cap", "num_products", "stock"]
+)
 @pytest.mark.parametrize("value", [0, -1, 2.5, True])
 def test_counts_must_be_positive_integers(field: str, value):
     kwargs = {field: value, "budget_mode": "uniform", "allow_full_coverage": True}
@@ -122,9 +123,14 @@ def test_unknown_budget_mode_is_an_error():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("valuation_correlation", 1.5), ("product_spread", 1.0), ("price_scale", 0.0),
-     ("seller_temperature", -0.1), ("buyer_temperature", float("nan"))],
-)  # fmt: skip
+    [
+        ("valuation_correlation", 1.5),
+        ("product_spread", 1.0),
+        ("price_scale", 0.0),
+        ("seller_temperature", -0.1),
+        ("buyer_temperature", float("nan")),
+    ],
+)
 def test_out_of_range_numbers_are_errors_naming_the_field(field: str, value: float):
     with pytest.raises(ValueError, match=field):
         MarketConfig(**{field: value})
@@ -136,9 +142,14 @@ def test_out_of_range_numbers_are_errors_naming_the_field(field: str, value: flo
 def test_string_overrides_are_converted_to_the_field_types():
     cfg = get_preset(
         "ood",
-        {"total_turns": "10", "penalize_buyer_violations": "yes", "budget_range": "0.5,1.0",
-         "buyer_temperature": "0.2", "name": "mine"},
-    )  # fmt: skip
+        {
+            "total_turns": "10",
+            "penalize_buyer_violations": "yes",
+            "budget_range": "0.5,1.0",
+            "buyer_temperature": "0.2",
+            "name": "mine",
+        },
+    )
     assert cfg.total_turns == 10 and cfg.penalize_buyer_violations is True
     assert cfg.budget_range == (0.5, 1.0) and cfg.buyer_temperature == 0.2 and cfg.name == "mine"
 
@@ -150,8 +161,10 @@ def test_budget_tiers_override_accepts_both_spellings():
 
 
 def test_non_string_overrides_from_toml_are_accepted():
-    cfg = get_preset("in-distribution", {"budget_tiers": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]],
-                                         "first_offer_range": [0.2, 0.25]})  # fmt: skip
+    cfg = get_preset(
+        "in-distribution",
+        {"budget_tiers": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]], "first_offer_range": [0.2, 0.25]},
+    )
     assert cfg.budget_tiers == ((0.1, 0.2), (0.3, 0.4), (0.5, 0.6))
     assert cfg.first_offer_range == (0.2, 0.25)
 
@@ -162,15 +175,20 @@ def test_overrides_do_not_change_the_preset():
 
 
 def test_unknown_override_field_is_an_error_naming_it():
-    with pytest.raises(ValueError, match="unknown market field.*num_buyer\\b.*known fields"):
+    with pytest.raises(ValueError, match=r"unknown market field.*num_buyer\b.*known fields"):
         get_preset("in-distribution", {"num_buyer": "4"})
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("num_buyers", "three"), ("total_turns", "7.5"), ("regulate_first_offer", "maybe"),
-     ("price_scale", "big"), ("budget_range", "0.4;x")],
-)  # fmt: skip
+    [
+        ("num_buyers", "three"),
+        ("total_turns", "7.5"),
+        ("regulate_first_offer", "maybe"),
+        ("price_scale", "big"),
+        ("budget_range", "0.4;x"),
+    ],
+)
 def test_bad_override_value_names_the_field(field: str, value: str):
     with pytest.raises(ValueError, match=f"bad value {value!r} for market field {field}"):
         get_preset("ood", {field: value})

@@ -88,7 +88,8 @@ def test_options_scenario_is_played_as_given():
 
 
 def _seller(target: int, action: str, talk: str) -> str:
-    return f"Thought: SELLER-THOUGHT-Q7 buyer {target}\nTarget: {target}\nTalk: {talk}\nAction: {action}"
+    thought = f"SELLER-THOUGHT-Q7 buyer {target}"
+    return f"Thought: {thought}\nTarget: {target}\nTalk: {talk}\nAction: {action}"
 
 
 def _buyer(i: int, action: str, talk: str) -> str:
@@ -204,7 +205,7 @@ def test_terminal_rewards_and_infos_reach_every_agent():
     totals = dict.fromkeys(e.possible_agents, 0.0)
     script = iter(text for _, text in SCRIPT)
     for agent in e.agent_iter():
-        _, reward, termination, truncation, info = e.last()
+        _, reward, termination, truncation, _ = e.last()
         totals[agent] += reward
         e.step(None if termination or truncation else next(script))
     result = e.result()

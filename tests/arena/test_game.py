@@ -20,7 +20,9 @@ OPENINGS = (9.95, 10.45, 9.28)
 
 
 def product(list_price: float = LIST, cost: float = COST, pid: str = "baby-products_17") -> Product:
-    return Product(pid, "baby-products", "Baby monitor", "A monitor.", "Two cameras", list_price, cost)
+    return Product(
+        pid, "baby-products", "Baby monitor", "A monitor.", "Two cameras", list_price, cost
+    )
 
 
 def scenario(
@@ -52,12 +54,14 @@ def config(n: int = 3, T: int = 7, K: int = 3, **kw) -> MarketConfig:
         total_turns=T,
         per_buyer_cap=K,
         budget_mode="uniform",
-        allow_full_coverage=T >= n * K,
+        allow_full_coverage=n * K <= T,
         **kw,
     )
 
 
-def seller(target: int | str | None, action: str, thought: str = "plan", talk: str = "hello") -> str:
+def seller(
+    target: int | str | None, action: str, thought: str = "plan", talk: str = "hello"
+) -> str:
     """A seller turn; ``target`` is the 1-based text value, None leaves the line out."""
     lines = [f"Thought: {thought}"]
     if target is not None:
@@ -69,8 +73,11 @@ def buyer(action: str, thought: str = "think", talk: str = "hi") -> str:
     return f"Thought: {thought}\nTalk: {talk}\nAction: {action}"
 
 
-def opened(cfg: MarketConfig | None = None, sc: Scenario | None = None,
-           openings: tuple[float, ...] = OPENINGS) -> Market:  # fmt: skip
+def opened(
+    cfg: MarketConfig | None = None,
+    sc: Scenario | None = None,
+    openings: tuple[float, ...] = OPENINGS,
+) -> Market:
     """A market after every buyer posted its opening [BUY]: the seller's first turn."""
     sc = sc or scenario()
     market = Market(cfg or config(n=sc.num_buyers), sc)
@@ -296,7 +303,11 @@ def test_fail_records_an_error_outcome():
     market = opened()
     market.fail("backend timed out")
     result = market.result()
-    assert (result.outcome, result.termination, result.error) == ("error", "error", "backend timed out")
+    assert (result.outcome, result.termination, result.error) == (
+        "error",
+        "error",
+        "backend timed out",
+    )
     assert result.seller_reward == 0.0
 
 
@@ -589,8 +600,13 @@ def test_engaged_marks_buyers_the_seller_addressed():
 
 
 def test_keep_turns_false_records_no_transcript_but_the_same_outcome():
-    texts = [buyer("[BUY] $9.95"), buyer("[BUY] $10.45"), buyer("[BUY] $9.28"),
-             seller(2, "[SELL] $30.00"), buyer("[DEAL]")]  # fmt: skip
+    texts = [
+        buyer("[BUY] $9.95"),
+        buyer("[BUY] $10.45"),
+        buyer("[BUY] $9.28"),
+        seller(2, "[SELL] $30.00"),
+        buyer("[DEAL]"),
+    ]
     results = []
     for keep in (True, False):
         market = Market(config(), scenario(), keep_turns=keep)

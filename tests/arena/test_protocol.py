@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -60,7 +62,11 @@ def test_canonical_buyer_message_parses():
 
 @pytest.mark.parametrize(
     ("action", "kind", "price"),
-    [("[SELL] $30.00", Kind.SELL, 30.0), ("[DEAL] $32.50", Kind.DEAL, 32.5), ("[QUIT]", Kind.QUIT, None)],
+    [
+        ("[SELL] $30.00", Kind.SELL, 30.0),
+        ("[DEAL] $32.50", Kind.DEAL, 32.5),
+        ("[QUIT]", Kind.QUIT, None),
+    ],
 )
 def test_each_seller_action_kind_parses(action: str, kind: Kind, price: float | None):
     msg = parse_seller(seller_text("1", action))
@@ -70,9 +76,13 @@ def test_each_seller_action_kind_parses(action: str, kind: Kind, price: float | 
 
 @pytest.mark.parametrize(
     ("action", "kind", "price"),
-    [("[BUY] $12.00", Kind.BUY, 12.0), ("[DEAL]", Kind.DEAL, None), ("[DEAL] $30.00", Kind.DEAL, 30.0),
-     ("[QUIT]", Kind.QUIT, None)],
-)  # fmt: skip
+    [
+        ("[BUY] $12.00", Kind.BUY, 12.0),
+        ("[DEAL]", Kind.DEAL, None),
+        ("[DEAL] $30.00", Kind.DEAL, 30.0),
+        ("[QUIT]", Kind.QUIT, None),
+    ],
+)
 def test_each_buyer_action_kind_parses(action: str, kind: Kind, price: float | None):
     msg = parse_buyer(buyer_text(action))
     assert isinstance(msg, BuyerMessage)
@@ -124,9 +134,18 @@ def test_lowercase_labels_and_bullets_are_accepted():
 
 @pytest.mark.parametrize(
     ("raw", "value"),
-    [("$1,299.00", 1299.0), ("$ 34.99", 34.99), ("34.99", 34.99), ("$5", 5.0), ("$0", 0.0),
-     ("$.50", 0.5), (".50", 0.5), ("$1,234,567.89", 1234567.89), ("$32.50.", 32.5)],
-)  # fmt: skip
+    [
+        ("$1,299.00", 1299.0),
+        ("$ 34.99", 34.99),
+        ("34.99", 34.99),
+        ("$5", 5.0),
+        ("$0", 0.0),
+        ("$.50", 0.5),
+        (".50", 0.5),
+        ("$1,234,567.89", 1234567.89),
+        ("$32.50.", 32.5),
+    ],
+)
 def test_price_spellings_are_accepted(raw: str, value: float):
     msg = parse_buyer(buyer_text(f"[BUY] {raw}"))
     assert isinstance(msg, BuyerMessage), msg
@@ -134,7 +153,8 @@ def test_price_spellings_are_accepted(raw: str, value: float):
 
 
 def test_surrounding_whitespace_is_ignored():
-    text = "\n\n   Thought:   calm  \n  Target:  1  \n Talk:  hello \n  Action:   [DEAL]   $20.00  \n\n"
+    text = "\n\n   Thought:   calm  \n  Target:  1  \n Talk:  hello \n"
+    text += "  Action:   [DEAL]   $20.00  \n\n"
     assert parse_seller(text) == SellerMessage("calm", 0, "hello", Kind.DEAL, 20.0, None)
 
 
@@ -167,6 +187,30 @@ def test_target_zero_parses_to_minus_one_for_the_rules_to_reject():
     assert isinstance(msg, SellerMessage) and msg.buyer == -1
 
 
+def test_fields_may_come_in_any_order_after_a_preamble():
+    text = "Sure, here is my reply:\nAction: [SELL] $5.00\nTalk: b\nTarget: 1\nThought: a"
+    assert parse_seller(text) == SellerMessage("a", 0, "b", Kind.SELL, 5.0, None)
+
+
+def test_action_on_the_line_after_its_label_and_emphasised_parts_are_accepted():
+    assert parse_buyer("Thought: a\nTalk: b\nAction:\n[BUY] $5.00") == BuyerMessage(
+        "a", "b", Kind.BUY, 5.0, None
+    )
+    msg = parse_seller(seller_text("1", "**[SELL]** **$5**"))
+    assert isinstance(msg, SellerMessage) and msg.price == 5.0
+
+
+def test_unknown_label_lines_continue_the_previous_field():
+    text = "Thought: a\nTarget: 1\nTalk: b\nNote: c\nAction: [QUIT]"
+    msg = parse_seller(text)
+    assert isinstance(msg, SellerMessage) and msg.talk == "b\nNote: c"
+    assert violation(parse_seller(seller_text("1", "[QUIT]\nNote: c"))) == "text_after_action"
+
+
+def test_think_tag_inside_a_field_is_rejected_as_unclosed():
+    assert violation(parse_seller(seller_text("1", talk="I <think> so"))) == "unclosed_think"
+
+
 # --- ambiguity is rejected with a reason code ---------------------------------------------------
 
 
@@ -185,6 +229,8 @@ def test_target_zero_parses_to_minus_one_for_the_rules_to_reject():
         ("[SELL] $30.005", "sub_cent_price"),
         ("[SELL] $1.999", "sub_cent_price"),
         ("[SELL] thirty dollars", "bad_price"),
+        ("[SELL] USD 30", "bad_price"),
+        ("[SELL] $1,29.00", "bad_price"),
         ("[SELL] $3e1", "bad_price"),
         ("[QUIT] $5.00", "unexpected_price"),
         ("[BUY] $5.00", "action_not_allowed"),
@@ -201,19 +247,30 @@ def test_ambiguous_seller_actions_are_rejected(action: str, reason: str):
 
 @pytest.mark.parametrize(
     ("action", "reason"),
-    [("[BUY]", "missing_price"), ("[SELL] $5.00", "action_not_allowed"),
-     ("[BUY] $5 [DEAL]", "multiple_actions"), ("[BUY] $-1", "negative_price"),
-     ("[BUY] $0.001", "sub_cent_price"), ("[QUIT] now", "unexpected_price")],
-)  # fmt: skip
+    [
+        ("[BUY]", "missing_price"),
+        ("[SELL] $5.00", "action_not_allowed"),
+        ("[BUY] $5 [DEAL]", "multiple_actions"),
+        ("[BUY] $-1", "negative_price"),
+        ("[BUY] $0.001", "sub_cent_price"),
+        ("[QUIT] now", "unexpected_price"),
+    ],
+)
 def test_ambiguous_buyer_actions_are_rejected(action: str, reason: str):
     assert violation(parse_buyer(buyer_text(action))) == reason
 
 
 @pytest.mark.parametrize(
     ("target", "reason"),
-    [(None, "missing_target"), ("", "missing_target"), ("two", "non_integer_target"),
-     ("1.5", "non_integer_target"), ("-1", "non_integer_target"), ("1 or 2", "non_integer_target")],
-)  # fmt: skip
+    [
+        (None, "missing_target"),
+        ("", "missing_target"),
+        ("two", "non_integer_target"),
+        ("1.5", "non_integer_target"),
+        ("-1", "non_integer_target"),
+        ("1 or 2", "non_integer_target"),
+    ],
+)
 def test_missing_or_non_integer_target_is_a_target_error(target: str | None, reason: str):
     result = parse_seller(seller_text(target))
     assert violation(result) == reason
@@ -294,7 +351,9 @@ products = st.one_of(st.none(), st.integers(min_value=0, max_value=20))
     price=cents,
     product=products,
 )
-def test_seller_render_then_parse_returns_the_same_values(thought, talk, buyer, kind, price, product):
+def test_seller_render_then_parse_returns_the_same_values(
+    thought, talk, buyer, kind, price, product
+):
     msg = SellerMessage(thought, buyer, talk, kind, None if kind is Kind.QUIT else price, product)
     assert parse_seller(render_seller(msg), multi_product=product is not None) == msg
 
@@ -308,18 +367,45 @@ def test_seller_render_then_parse_returns_the_same_values(thought, talk, buyer, 
     with_price=st.booleans(),
     product=products,
 )
-def test_buyer_render_then_parse_returns_the_same_values(thought, talk, kind, price, with_price,
-                                                         product):  # fmt: skip
+def test_buyer_render_then_parse_returns_the_same_values(
+    thought, talk, kind, price, with_price, product
+):
     keep = kind is Kind.BUY or (kind is Kind.DEAL and with_price)
     msg = BuyerMessage(thought, talk, kind, price if keep else None, product)
     assert parse_buyer(render_buyer(msg), multi_product=product is not None) == msg
 
 
 _PIECES = st.sampled_from(
-    ["Thought:", "Target:", "Talk:", "Action:", "Product:", "**Action:**", "[SELL]", "[DEAL]",
-     "[BUY]", "[QUIT]", "$", "1,299.00", ".5", "-", "nan", "inf", "\n", "<think>", "</think>",
-     "```", "*", "_", "Buyer ", "#", "\u2028", "\x85", " "]
-)  # fmt: skip
+    [
+        "Thought:",
+        "Target:",
+        "Talk:",
+        "Action:",
+        "Product:",
+        "**Action:**",
+        "[SELL]",
+        "[DEAL]",
+        "[BUY]",
+        "[QUIT]",
+        "$",
+        "1,299.00",
+        ".5",
+        "-",
+        "nan",
+        "inf",
+        "\n",
+        "<think>",
+        "</think>",
+        "```",
+        "*",
+        "_",
+        "Buyer ",
+        "#",
+        "\u2028",
+        "\x85",
+        " ",
+    ]
+)
 protocolish = st.lists(st.one_of(st.text(max_size=12), _PIECES), max_size=25).map("".join)
 
 
@@ -346,3 +432,43 @@ def test_arbitrary_text_never_raises(text: str, multi: bool):
 @given(text=protocolish, multi=st.booleans())
 def test_protocol_like_noise_never_raises_and_prices_are_valid(text: str, multi: bool):
     _check_never_raises(text, multi)
+
+
+# --- the examples in docs/protocol.md stay valid ------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+_HEADER = re.compile(r"^(seller|buyer_\d+) -> \S+:(.*)$", re.MULTILINE)
+
+
+def _doc_messages() -> list[tuple[str, str, bool]]:
+    """(agent, text, marked rejected) for every example message in docs/protocol.md."""
+    text = DOC.read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"^```\n(.*?)^```$", text, re.MULTILINE | re.DOTALL):
+        parts = _HEADER.split(block)
+        for agent, mark, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+            found.append((agent, body.strip(), "rejected" in mark))
+    return found
+
+
+def test_every_example_message_in_the_protocol_doc_parses():
+    messages = _doc_messages()
+    assert len(messages) >= 12
+    for agent, text, _ in messages:
+        multi = "Product:" in text
+        msg = parse_seller(text, multi) if agent == "seller" else parse_buyer(text, multi)
+        assert not isinstance(msg, FormatViolation), (agent, text, msg)
+
+
+def test_model_style_example_in_the_protocol_doc_parses():
+    block = re.search(r"^````\n(.*?)^````$", DOC.read_text(encoding="utf-8"), re.M | re.S)
+    assert block is not None
+    msg = parse_seller(block.group(1), multi_product=True)
+    assert msg == SellerMessage(
+        "Anchor buyer 1 on the 4-slice.",
+        0,
+        "The 4-slice is $55.00, a great price.",
+        Kind.SELL,
+        55.0,
+        1,
+    )

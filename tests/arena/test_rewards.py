@@ -73,9 +73,7 @@ def test_rewards_stay_in_their_ranges_and_sum_to_one_between_cost_and_list(
 
 
 def test_single_product_seller_reward_is_equation_one():
-    assert seller_reward([(0, 32.50)], (LIST,), (COST,), (1,), 3) == pytest.approx(
-        13.75 / 16.24
-    )
+    assert seller_reward([(0, 32.50)], (LIST,), (COST,), (1,), 3) == pytest.approx(13.75 / 16.24)
 
 
 def test_list_margin_capacity_takes_the_most_profitable_units_one_per_buyer():

@@ -34,8 +34,15 @@ def check_seller(msg, statuses=ACTIVE3, bids=None, costs=COST, stock=STOCK):
     return seller_violation(msg, statuses, bids, costs, stock)
 
 
-def check_buyer(msg, opening=False, valuations=(27.83,), offers=None, regulated=None,
-                opening_product=0, stock=STOCK):  # fmt: skip
+def check_buyer(
+    msg,
+    opening=False,
+    valuations=(27.83,),
+    offers=None,
+    regulated=None,
+    opening_product=0,
+    stock=STOCK,
+):
     return buyer_error(
         msg,
         opening=opening,
@@ -57,9 +64,14 @@ def test_only_active_channels_are_legal_targets():
 
 @pytest.mark.parametrize(
     ("used", "cap", "quit", "status"),
-    [(1, 3, False, Status.ACTIVE), (2, 3, False, Status.ACTIVE), (3, 3, False, Status.CAPPED),
-     (1, 3, True, Status.QUIT), (3, 3, True, Status.QUIT)],
-)  # fmt: skip
+    [
+        (1, 3, False, Status.ACTIVE),
+        (2, 3, False, Status.ACTIVE),
+        (3, 3, False, Status.CAPPED),
+        (1, 3, True, Status.QUIT),
+        (3, 3, True, Status.QUIT),
+    ],
+)
 def test_status_after_reply_is_quit_on_quit_and_capped_when_u_reaches_k(used, cap, quit, status):
     assert status_after_reply(used, cap, quit) is status
 
@@ -82,7 +94,11 @@ def test_one_cent_below_cost_is_violation_i(kind: Kind):
 
 @pytest.mark.parametrize(
     ("status", "reason"),
-    [(Status.QUIT, "target_quit"), (Status.CAPPED, "target_capped"), (Status.CLOSED, "target_closed")],
+    [
+        (Status.QUIT, "target_quit"),
+        (Status.CAPPED, "target_capped"),
+        (Status.CLOSED, "target_closed"),
+    ],
 )
 def test_targeting_an_inactive_buyer_is_violation_ii(status: Status, reason: str):
     statuses = [Status.ACTIVE, status, Status.ACTIVE]
@@ -190,7 +206,9 @@ def test_format_violation_is_a_buyer_format_error():
     assert check_buyer(FormatViolation("missing_action")) == (BuyerError.FORMAT, "missing_action")
 
 
-@pytest.mark.parametrize(("kind", "reason"), [(Kind.DEAL, "opening_deal"), (Kind.QUIT, "opening_quit")])
+@pytest.mark.parametrize(
+    ("kind", "reason"), [(Kind.DEAL, "opening_deal"), (Kind.QUIT, "opening_quit")]
+)
 def test_opening_must_be_a_bid(kind: Kind, reason: str):
     found = check_buyer(bid(kind), opening=True, offers={})
     assert found == (BuyerError.OPENING_MUST_BID, reason)

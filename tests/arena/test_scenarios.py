@@ -1,4 +1,4 @@
-"""Scenarios: fixed by (seed, index), independent of list length and of who plays (Sections 3.1, 3.3)."""
+"""Scenarios: fixed by (seed, index), independent of list length and players (Sections 3.1, 3.3)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_tiers_are_a_permutation_and_each_budget_lies_in_its_tier(seed: int):
     sc = make_scenario(get_preset("in-distribution"), CATALOG, seed, 0)
     assert sc.tiers is not None and sorted(sc.tiers) == [0, 1, 2]
     list_price = sc.products[0].list_price
-    for budget, tier in zip(sc.budgets, sc.tiers):
+    for budget, tier in zip(sc.budgets, sc.tiers, strict=True):
         low, high = PAPER_TIERS[tier]
         assert low * list_price - HALF_CENT <= budget <= high * list_price + HALF_CENT
 
@@ -99,7 +99,9 @@ def test_single_product_scenarios_are_consistent():
 
 
 def test_multi_product_scenario_draws_distinct_products_of_one_category():
-    config = MarketConfig(num_buyers=4, total_turns=9, budget_mode="uniform", num_products=3, stock=2)
+    config = MarketConfig(
+        num_buyers=4, total_turns=9, budget_mode="uniform", num_products=3, stock=2
+    )
     for index in range(10):
         sc = make_scenario(config, CATALOG, 9, index)
         assert len({p.id for p in sc.products}) == 3
@@ -128,10 +130,13 @@ def test_price_scale_multiplies_list_price_and_cost():
     assert scaled.products[0].cost == pytest.approx(10 * base.products[0].cost)
 
 
-@pytest.mark.parametrize(("draw", "size", "index"), [(0.0, 3, 0), (0.34, 3, 1), (0.999999, 3, 2),
-                                                     (0.5, 1, 0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("draw", "size", "index"), [(0.0, 3, 0), (0.34, 3, 1), (0.999999, 3, 2), (0.5, 1, 0)]
+)
 def test_pool_index_picks_uniformly_from_the_draw(draw: float, size: int, index: int):
-    sc = dataclasses.replace(make_scenario(get_preset("bilateral"), CATALOG, 0, 0), slot_draws=(draw,))
+    sc = dataclasses.replace(
+        make_scenario(get_preset("bilateral"), CATALOG, 0, 0), slot_draws=(draw,)
+    )
     assert sc.pool_index(0, size) == index
 
 

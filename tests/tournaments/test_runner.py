@@ -71,13 +71,10 @@ def test_a_resumed_run_plays_only_the_missing_episodes(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     first = run_tournament(SMALL, db, workers=1, progress=False)
     full = contents(db)
-    with Store.open(db) as store:
-        with store._transaction():
-            store.db.execute("DELETE FROM turns WHERE episode_id IN (SELECT id FROM episodes "
-                             "WHERE seller = 'scripted:prober')")  # fmt: skip
-            removed = store.db.execute(
-                "DELETE FROM episodes WHERE seller = 'scripted:prober'"
-            ).rowcount
+    with Store.open(db) as store, store._transaction():
+        prober = "SELECT id FROM episodes WHERE seller = 'scripted:prober'"
+        store.db.execute(f"DELETE FROM turns WHERE episode_id IN ({prober})")
+        removed = store.db.execute(f"DELETE FROM episodes WHERE id IN ({prober})").rowcount
     assert 0 < removed < first.played
 
     again = run_tournament(SMALL, db, workers=1, progress=False)
@@ -104,9 +101,12 @@ def test_a_run_without_a_store_gives_the_same_summary(tmp_path: Path) -> None:
 
 def test_keep_turns_false_stores_outcomes_without_messages(tmp_path: Path) -> None:
     config = TournamentConfig(
-        name="lean", sellers=("scripted:prober",), buyers=(("scripted:time",),), episodes=5,
+        name="lean",
+        sellers=("scripted:prober",),
+        buyers=(("scripted:time",),),
+        episodes=5,
         keep_turns=False,
-    )  # fmt: skip
+    )
     run_tournament(config, tmp_path / "r.db", progress=False)
     records = load_records(tmp_path / "r.db")
     assert len(records) == 5 and all(r.result.turns == () for r in records)
@@ -200,20 +200,36 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path: Path
     episodes = 400
     config_path = write_toml(
         tmp_path / "kill.toml",
-        '[tournament]\nname = "kill"\nepisodes = %d\n'
+        f'[tournament]\nname = "kill"\nepisodes = {episodes}\n'
         'sellers = ["scripted:satisficer", "scripted:prober", "scripted:time?e=0.3"]\n'
-        'buyers = ["scripted:time", ["scripted:time", "scripted:tit-for-tat"]]\n' % episodes,
+        'buyers = ["scripted:time", ["scripted:time", "scripted:tit-for-tat"]]\n',
     )
     config = TournamentConfig.from_toml(config_path)
     reference = tmp_path / "reference.db"
     total = run_tournament(config, reference, workers=1, progress=False).played
 
     db = tmp_path / "killed.db"
-    command = [sys.executable, "-m", "tournaments.runner", str(config_path), "--db", str(db),
-               "--workers", "2", "--chunk-size", "7", "--no-progress"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tournaments.runner",
+        str(config_path),
+        "--db",
+        str(db),
+        "--workers",
+        "2",
+        "--chunk-size",
+        "7",
+        "--no-progress",
+    ]
     # Its own session, so the kill takes the pool's workers with the parent, like an OOM kill.
-    runner = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    runner = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     try:
         while stored_count(db) < total // 5:

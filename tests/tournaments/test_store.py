@@ -49,7 +49,9 @@ def test_records_written_then_loaded_equal_the_originals(store: Store) -> None:
         *play("in-distribution", "scripted:satisficer", 6, num_products=2, stock=1),
     ]
     no_turns = [
-        dataclasses.replace(r, seller="scripted:oracle", result=dataclasses.replace(r.result, turns=()))
+        dataclasses.replace(
+            r, seller="scripted:oracle", result=dataclasses.replace(r.result, turns=())
+        )
         for r in originals[:3]
     ]
     tid = store.tournament_id("t", {"note": "round trip"})

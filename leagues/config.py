@@ -1,0 +1,415 @@
+"""League configuration: three frozen dataclasses read from one TOML file.
+
+    [league]                           # LeagueConfig: populations, market, generations
+    name = "tiny-demo"
+    preset = "in-distribution"
+    generations = 2
+    seed = 0
+    sellers = ["scripted:satisficer", "scripted:prober"]
+    buyers = ["scripted:time", "scripted:tit-for-tat"]
+
+    [league.learner]                   # LearnerConfig: who learns, against whom, how long
+    model = "tiny"                     # a local causal-LM folder, or "tiny" (see below)
+    side = "seller"                    # seller | buyer | both | self-play
+    steps_per_generation = 4
+    opponents = "pfsp"                 # uniform | latest | pfsp | nash
+    eval_episodes = 64
+
+    [league.learner.train]             # TrainConfig: GRPO, LoRA and generation settings
+    batch_size = 16
+
+    [league.market]                    # optional: fields of the preset to override
+    total_turns = 6
+
+Every table refuses unknown keys with a message naming them. Relative paths: ``catalog`` and
+``folder`` are read from the TOML file's folder; ``model`` is special (see
+:meth:`LearnerConfig.model`): ``"tiny"`` or a relative path that does not exist yet means "build the
+project's tiny test model there, inside the league folder".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents import check_spec
+from arena.catalog import SPLITS
+from arena.config import MarketConfig, get_preset
+from leagues.sampling import STRATEGIES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 reads TOML with the tomli back-port
+    import tomli as tomllib
+
+SIDES = ("seller", "buyer", "both", "self-play")
+LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+VLLM_MODES = ("colocate", "server")
+TINY = "tiny"
+"""``model = "tiny"``: build the project's tiny random chat model into the league folder."""
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """GRPO, LoRA and sampling settings of a learner. Defaults follow the paper's Table 5.
+
+    The paper trains with CISPO and clip thresholds (0.8, 6.0) on Tinker, whose CISPO clamps the
+    importance ratio pi_theta / pi_sampler to [0.8, 6.0] and uses it, detached, as the weight of
+    log pi_theta. TRL's CISPO only caps the ratio from above, at ``epsilon_high`` (an absolute
+    ratio, not 1 + epsilon_high): ``epsilon_high = 6.0`` is the paper's upper threshold, and the
+    lower threshold 0.8 has no TRL counterpart. Leaving ``epsilon_high`` unset in TRL would cap
+    the ratio at ``epsilon`` = 0.2 and scale every CISPO gradient by 0.2, hence the explicit
+    default here. On CPU (no vLLM) the samples come from the model being trained, one optimizer
+    step per batch, so the ratio is exactly 1 and the cap never binds.
+    """
+
+    loss_type: str = field(default="cispo", metadata=_help("TRL loss: cispo (paper), grpo, ..."))
+    learning_rate: float = field(default=3e-5, metadata=_help("AdamW learning rate (Table 5)."))
+    beta: float = field(default=0.0, metadata=_help("KL coefficient; 0: no KL (Table 5)."))
+    batch_size: int = field(
+        default=64,
+        metadata=_help(
+            "Episodes (GRPO completions) per optimizer step: batch_size / group_size scenarios."
+        ),
+    )
+    group_size: int = field(
+        default=8, metadata=_help("Rollouts of the same scenario in one GRPO group (Table 5).")
+    )
+    micro_batch_size: int = field(
+        default=8, metadata=_help("Episodes per forward/backward pass; must divide batch_size.")
+    )
+    epsilon: float = field(
+        default=0.2, metadata=_help("Lower clip for grpo-style losses (ratio >= 1 - epsilon).")
+    )
+    epsilon_high: float = field(
+        default=6.0,
+        metadata=_help("cispo: absolute cap on the importance ratio (paper: 6.0); grpo: 1 + it."),
+    )
+    scale_rewards: str = field(
+        default="group", metadata=_help("Advantage scaling: group (GRPO), batch or none.")
+    )
+    temperature: float = field(
+        default=1.0, metadata=_help("Sampling temperature of the learner in training (Table 6).")
+    )
+    top_p: float = field(default=1.0, metadata=_help("Nucleus sampling mass in training."))
+    max_new_tokens: int = field(
+        default=256, metadata=_help("Token limit of one learner turn (also in evaluation).")
+    )
+    max_episode_tokens: int = field(
+        default=0,
+        metadata=_help(
+            "Longest token stream of one episode; 0: the model's context. A longer episode ends "
+            "as an error and carries no gradient."
+        ),
+    )
+    lora_r: int = field(default=16, metadata=_help("LoRA rank."))
+    lora_alpha: int = field(default=32, metadata=_help("LoRA scaling alpha."))
+    lora_dropout: float = field(default=0.0, metadata=_help("LoRA dropout."))
+    lora_target_modules: str = field(
+        default="all-linear",
+        metadata=_help("PEFT target modules: all-linear, or comma-separated module names."),
+    )
+    max_grad_norm: float = field(default=1.0, metadata=_help("Gradient clipping norm."))
+    weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
+    lr_scheduler: str = field(
+        default="constant", metadata=_help("Learning-rate schedule within a generation.")
+    )
+    save_steps: int = field(
+        default=1, metadata=_help("Trainer checkpoint every N steps (what a resume restarts from).")
+    )
+    gradient_checkpointing: bool = field(
+        default=False, metadata=_help("Trade compute for memory (large models).")
+    )
+    device: str = field(default="auto", metadata=_help("cpu, cuda, or auto (cuda if present)."))
+    dtype: str = field(
+        default="auto", metadata=_help("auto (float32 on cpu, bfloat16 on cuda) or a dtype name.")
+    )
+    use_vllm: bool = field(
+        default=False, metadata=_help("Generate with TRL's vLLM integration (GPU only).")
+    )
+    vllm_mode: str = field(default="colocate", metadata=_help("vLLM mode: colocate or server."))
+    vllm_gpu_memory_utilization: float = field(
+        default=0.3, metadata=_help("colocate: share of GPU memory vLLM may take.")
+    )
+    vllm_server_base_url: str = field(
+        default="", metadata=_help("server: URL of `trl vllm-serve`, e.g. http://127.0.0.1:8000.")
+    )
+
+    def __post_init__(self) -> None:
+        where = "league.learner.train"
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"{where}.loss_type must be one of {', '.join(LOSS_TYPES)}")
+        for name in ("batch_size", "group_size", "micro_batch_size", "max_new_tokens"):
+            _positive_int(where, name, getattr(self, name))
+        for name in ("lora_r", "lora_alpha", "save_steps"):
+            _positive_int(where, name, getattr(self, name))
+        if self.group_size < 2:
+            raise ValueError(f"{where}.group_size must be >= 2: GRPO compares rollouts in a group")
+        if self.batch_size % self.group_size:
+            raise ValueError(
+                f"{where}.batch_size={self.batch_size} must be a multiple of group_size="
+                f"{self.group_size} (whole groups per step)"
+            )
+        if self.batch_size % self.micro_batch_size:
+            raise ValueError(
+                f"{where}.micro_batch_size={self.micro_batch_size} must divide batch_size="
+                f"{self.batch_size}"
+            )
+        if not isinstance(self.max_episode_tokens, int) or self.max_episode_tokens < 0:
+            raise ValueError(f"{where}.max_episode_tokens must be an integer >= 0 (0: context)")
+        for name in ("learning_rate", "temperature", "epsilon", "epsilon_high", "max_grad_norm"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{where}.{name} must be a positive number, got {value!r}")
+        for name in ("beta", "weight_decay", "lora_dropout"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{where}.{name} must be a number >= 0, got {value!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"{where}.top_p must lie in (0, 1], got {self.top_p}")
+        if self.scale_rewards not in ("group", "batch", "none"):
+            raise ValueError(f"{where}.scale_rewards must be group, batch or none")
+        if self.device not in DEVICES:
+            raise ValueError(f"{where}.device must be one of {', '.join(DEVICES)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"{where}.dtype must be one of {', '.join(DTYPES)}")
+        if self.vllm_mode not in VLLM_MODES:
+            raise ValueError(f"{where}.vllm_mode must be colocate or server")
+        if self.use_vllm and self.device == "cpu":
+            raise ValueError(f"{where}.use_vllm needs a GPU; set device = 'cuda' or 'auto'")
+
+    @property
+    def scenarios_per_step(self) -> int:
+        """GRPO groups per optimizer step."""
+        return self.batch_size // self.group_size
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """The learning agent of a league: its base model, side, opponents and schedule."""
+
+    model: str = field(metadata=_help("Local causal-LM folder with a chat template, or 'tiny'."))
+    side: str = field(
+        default="seller",
+        metadata=_help(
+            "seller, buyer, both (alternate generations: seller, buyer, ...) or self-play (one "
+            "model plays every seat, seller and buyer streams trained with separate baselines)."
+        ),
+    )
+    steps_per_generation: int = field(
+        default=4, metadata=_help("Optimizer steps (rollout batches) per generation.")
+    )
+    opponents: str = field(
+        default="pfsp", metadata=_help("Opponent sampling: uniform, latest, pfsp or nash.")
+    )
+    eval_episodes: int = field(
+        default=64, metadata=_help("Evaluation episodes per (checkpoint, opponent) pairing.")
+    )
+    warm_start: str = field(
+        default="",
+        metadata=_help(
+            "scripted:<name>: before generation 0, fit the base model on that scripted agent's "
+            "transcripts (agents.finetune); empty: start from the base model as it is."
+        ),
+    )
+    warm_start_episodes: int = field(
+        default=256, metadata=_help("Scripted episodes to fit on for the warm start.")
+    )
+    warm_start_epochs: int = field(default=2, metadata=_help("Passes over the warm-start data."))
+    train: TrainConfig = field(default_factory=TrainConfig, metadata=_help("[league.learner.train]"))
+
+    def __post_init__(self) -> None:
+        where = "league.learner"
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError(f"{where}.model must name a model folder (or 'tiny')")
+        if self.side not in SIDES:
+            raise ValueError(f"{where}.side must be one of {', '.join(SIDES)}, got {self.side!r}")
+        if self.opponents not in STRATEGIES:
+            raise ValueError(
+                f"{where}.opponents must be one of {', '.join(STRATEGIES)}, got {self.opponents!r}"
+            )
+        for name in ("steps_per_generation", "eval_episodes", "warm_start_epochs"):
+            _positive_int(where, name, getattr(self, name))
+        _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
+        if self.warm_start:
+            _check_spec(f"{where}.warm_start", self.warm_start, self.warm_start_role)
+            if not self.warm_start.startswith("scripted:"):
+                raise ValueError(f"{where}.warm_start must be a scripted agent spec")
+
+    @property
+    def warm_start_role(self) -> str:
+        return "buyer" if self.side == "buyer" else "seller"
+
+    def side_of(self, generation: int) -> str:
+        """The side trained in ``generation``: ``both`` alternates, seller first."""
+        if self.side == "both":
+            return "seller" if generation % 2 == 0 else "buyer"
+        return self.side
+
+
+@dataclass(frozen=True)
+class LeagueConfig:
+    """A league: initial populations, one learner, generations of train-evaluate-rate."""
+
+    name: str = field(metadata=_help("League name; its tournaments and rows are stored under it."))
+    sellers: tuple[str, ...] = field(metadata=_help("Initial seller population (agent specs)."))
+    buyers: tuple[str, ...] = field(metadata=_help("Initial buyer population (agent specs)."))
+    learner: LearnerConfig = field(metadata=_help("[league.learner]"))
+    preset: str = field(default="in-distribution", metadata=_help("Market preset."))
+    market: Mapping[str, Any] = field(
+        default_factory=dict, metadata=_help("Preset fields to override ([league.market]).")
+    )
+    generations: int = field(default=2, metadata=_help("Generations to run."))
+    seed: int = field(default=0, metadata=_help("Seeds training scenarios and opponent draws."))
+    eval_seed: int = field(
+        default=-1, metadata=_help("Seed of the evaluation scenarios; -1: seed + 1_000_003.")
+    )
+    catalog: str | None = field(default=None, metadata=_help("Catalogue path; None: default."))
+    train_split: str = field(default="train", metadata=_help("Catalogue split for training."))
+    eval_split: str = field(default="test", metadata=_help("Held-out split for evaluation."))
+    folder: str = field(
+        default="",
+        metadata=_help("Checkpoints and trainer state; empty: runs/<name> next to the database."),
+    )
+    bootstrap_rounds: int = field(
+        default=200, metadata=_help("Bootstrap resamples for rating intervals.")
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("league.name must be a non-empty string")
+        if any(c in self.name for c in "/\\"):
+            raise ValueError(f"league.name {self.name!r} must not contain a path separator")
+        for role, specs in (("seller", self.sellers), ("buyer", self.buyers)):
+            if not specs:
+                raise ValueError(f"league.{role}s must list at least one agent spec")
+            if len(set(specs)) != len(specs):
+                raise ValueError(f"league.{role}s lists a spec twice")
+            for spec in specs:
+                _check_spec(f"league.{role}s", spec, role)
+        for name in ("generations", "bootstrap_rounds"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"league.{name} must be an integer >= 0, got {value!r}")
+        if self.generations < 1:
+            raise ValueError("league.generations must be >= 1")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"league.seed must be an integer >= 0, got {self.seed!r}")
+        if not isinstance(self.eval_seed, int) or self.eval_seed < -1:
+            raise ValueError("league.eval_seed must be an integer >= 0, or -1 for the default")
+        for name in ("train_split", "eval_split"):
+            if getattr(self, name) not in SPLITS:
+                raise ValueError(f"league.{name} must be one of {', '.join(SPLITS)}")
+        try:
+            market = self.market_config()
+        except ValueError as exc:
+            raise ValueError(f"league.preset / league.market: {exc}") from None
+        if self.learner.side in ("buyer", "both", "self-play") and market.num_buyers < 1:
+            raise ValueError("a buyer learner needs a market with at least one buyer")
+
+    def market_config(self) -> MarketConfig:
+        return get_preset(self.preset, dict(self.market))
+
+    @property
+    def evaluation_seed(self) -> int:
+        return self.seed + 1_000_003 if self.eval_seed == -1 else self.eval_seed
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as stored with the league."""
+        data = dataclasses.asdict(self)
+        data["market"] = dict(self.market)
+        return data
+
+    def config_hash(self) -> str:
+        """A short hash of everything that shapes the checkpoints (stored as lineage)."""
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any], base: Path | None = None) -> LeagueConfig:
+        """Build from the ``[league]`` table; unknown keys anywhere are an error naming them.
+        Relative ``catalog`` and ``folder`` paths are read from ``base`` (the TOML's folder)."""
+        values = _known(data, LeagueConfig, "[league]")
+        for key in ("name", "sellers", "buyers", "learner"):
+            if key not in values:
+                raise ValueError(f"[league] needs {key}")
+        for key in ("sellers", "buyers"):
+            if not isinstance(values[key], list) or not all(
+                isinstance(s, str) for s in values[key]
+            ):
+                raise ValueError(f"league.{key} must be a list of agent spec strings")
+            values[key] = tuple(values[key])
+        if not isinstance(values.get("market", {}), Mapping):
+            raise ValueError("league.market must be a table of market fields")
+        learner = values["learner"]
+        if not isinstance(learner, Mapping):
+            raise ValueError("league.learner must be a table ([league.learner])")
+        learner_values = _known(learner, LearnerConfig, "[league.learner]")
+        train = learner_values.get("train", {})
+        if not isinstance(train, Mapping):
+            raise ValueError("league.learner.train must be a table ([league.learner.train])")
+        learner_values["train"] = TrainConfig(**_known(train, TrainConfig, "[league.learner.train]"))
+        if "model" not in learner_values:
+            raise ValueError("[league.learner] needs model (a model folder, or 'tiny')")
+        values["learner"] = LearnerConfig(**learner_values)
+        for key in ("catalog", "folder"):
+            path = values.get(key)
+            if path and base is not None and not Path(path).is_absolute():
+                values[key] = str(base / path)
+        return LeagueConfig(**values)
+
+    @staticmethod
+    def from_toml(path: str | Path) -> LeagueConfig:
+        """Read ``[league]`` from a TOML file."""
+        file = Path(path)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ValueError(f"cannot read league config {file}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{file} is not valid TOML: {exc}") from exc
+        extra = sorted(set(data) - {"league"})
+        if extra:
+            raise ValueError(f"{file}: unknown table(s) {', '.join(extra)}; use [league]")
+        if "league" not in data:
+            raise ValueError(f"{file} has no [league] table")
+        try:
+            return LeagueConfig.from_dict(data["league"], base=file.parent.resolve())
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{file}: {exc}") from None
+
+
+def _known(data: Mapping[str, Any], cls: type, table: str) -> dict[str, Any]:
+    """``data`` as a dict after checking every key is a field of ``cls``."""
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown key(s) in {table}: {', '.join(unknown)}; known: {', '.join(fields)}")
+    return dict(data)
+
+
+def _positive_int(where: str, name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_spec(where: str, spec: Any, role: str) -> None:
+    if not isinstance(spec, str):
+        raise ValueError(f"{where}: agent specs must be strings, got {spec!r}")
+    try:
+        check_spec(spec, role)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None

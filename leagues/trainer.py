@@ -1,0 +1,350 @@
+"""GRPO training of one learner: TRL's GRPOTrainer driven by the multi-turn ``rollout_func``.
+
+One optimizer step = one rollout batch of ``batch_size`` episodes: ``batch_size / group_size``
+scenarios, each played ``group_size`` times (a GRPO group; see :mod:`leagues.rollout`). The loss
+defaults to CISPO with the paper's settings (:class:`leagues.config.TrainConfig` explains the
+mapping of its clip pair onto TRL). The learner is a LoRA adapter (PEFT) on a local base model;
+a generation continues its parent's adapter.
+
+Generation: on CPU (or a GPU without vLLM) with the model's own ``generate``, inside TRL's
+``unwrap_model_for_generation`` with the model in eval mode; with ``use_vllm`` through TRL's vLLM
+integration (colocate: vLLM shares the training GPU; server: a ``trl vllm-serve`` process), whose
+weights TRL keeps in sync with the adapter being trained.
+
+Resumable: the trainer checkpoints every ``save_steps`` steps into ``output_dir``; a new call
+with the same job resumes from the newest complete checkpoint (adapter, optimizer, scheduler, RNG
+and data position), and rollout seeds depend only on (job seed, step), so a resumed step plays
+the same scenarios against the same opponents.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arena.config import MarketConfig
+from leagues.config import TrainConfig
+from leagues.rollout import (
+    ChatFormat,
+    GroupRow,
+    HFGenerator,
+    Policy,
+    VLLMGenerator,
+    eval_mode,
+    learner_reward,
+    rollout_batch,
+    stop_token_ids,
+)
+
+StepHook = Callable[[int, dict[str, float]], None]
+"""Called after every optimizer step with (global step, TRL's logs for that step)."""
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """Everything one training run (one generation of one learner) needs."""
+
+    base_model: Path
+    """The base model folder (a local causal LM with a chat template)."""
+    parent_adapter: Path | None
+    """LoRA adapter to continue; None starts a fresh adapter."""
+    rows: tuple[GroupRow, ...]
+    """``steps * scenarios_per_step`` dataset rows, in step order."""
+    market: MarketConfig
+    train: TrainConfig
+    steps: int
+    output_dir: Path
+    """Trainer checkpoints (what a resume restarts from)."""
+    adapter_dir: Path
+    """Where the trained adapter is saved at the end."""
+    seed: int
+    learner_name: str = "learner"
+    """The learner's name in the rollouts' episode records."""
+
+    def __post_init__(self) -> None:
+        needed = self.steps * self.train.scenarios_per_step
+        if len(self.rows) != needed:
+            raise ValueError(
+                f"a job of {self.steps} steps x {self.train.scenarios_per_step} scenarios needs "
+                f"{needed} rows, got {len(self.rows)}"
+            )
+        if len({row.key for row in self.rows}) != len(self.rows):
+            raise ValueError("dataset row keys must be unique (TRL passes only the key)")
+
+
+def check_model_folder(path: str | Path) -> Path:
+    """``path`` as a local causal-LM folder whose tokenizer has a chat template, or a clear error."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"learner model folder {folder} does not exist")
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{folder} is not a transformers model folder (no config.json)")
+    return folder
+
+
+def load_chat_tokenizer(path: str | Path) -> Any:
+    """The model's tokenizer, left-padded, refusing one without a chat template."""
+    from agents.backends.hf_backend import load_tokenizer
+
+    folder = check_model_folder(path)
+    try:
+        tokenizer = load_tokenizer(folder)
+    except ValueError as exc:
+        if "chat_template" in str(exc):
+            raise ValueError(
+                f"the tokenizer in {folder} has no chat template; a learner needs one to lay out "
+                "its turns (use an instruct/chat model, or add a chat_template to its "
+                "tokenizer_config.json)"
+            ) from None
+        raise
+    ChatFormat(tokenizer, str(folder))
+    return tokenizer
+
+
+def resolve_device(train: TrainConfig) -> tuple[str, str]:
+    """(device, dtype name) with "auto" made concrete."""
+    import torch
+
+    device = train.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("league.learner.train.device = 'cuda' but torch sees no CUDA GPU")
+    dtype = train.dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if device == "cuda" else "float32"
+    return device, dtype
+
+
+def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
+    """TRL's GRPOConfig for the job (see the module docstring for the batch layout)."""
+    from trl import GRPOConfig
+
+    train = job.train
+    kwargs: dict[str, Any] = {}
+    if train.use_vllm:
+        kwargs.update(
+            use_vllm=True,
+            vllm_mode=train.vllm_mode,
+            vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
+        )
+        if train.vllm_server_base_url:
+            kwargs["vllm_server_base_url"] = train.vllm_server_base_url
+    return GRPOConfig(
+        output_dir=str(job.output_dir),
+        max_steps=job.steps,
+        learning_rate=train.learning_rate,
+        lr_scheduler_type=train.lr_scheduler,
+        weight_decay=train.weight_decay,
+        max_grad_norm=train.max_grad_norm,
+        beta=train.beta,
+        loss_type=train.loss_type,
+        epsilon=train.epsilon,
+        epsilon_high=train.epsilon_high,
+        scale_rewards=train.scale_rewards,
+        num_generations=train.group_size,
+        per_device_train_batch_size=train.micro_batch_size,
+        gradient_accumulation_steps=train.batch_size // train.micro_batch_size,
+        max_completion_length=train.max_new_tokens,
+        temperature=train.temperature,
+        top_p=train.top_p,
+        shuffle_dataset=False,
+        gradient_checkpointing=train.gradient_checkpointing,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=train.save_steps,
+        save_total_limit=2,
+        report_to=[],
+        disable_tqdm=True,
+        seed=job.seed,
+        use_cpu=device == "cpu",
+        bf16=dtype == "bfloat16",
+        fp16=dtype == "float16",
+        **kwargs,
+    )
+
+
+def load_policy_model(job: TrainJob, device: str, dtype: str) -> tuple[Any, Any]:
+    """(model, peft_config): the parent adapter on the base, trainable; or the base with a new
+    LoRA config for the trainer to attach."""
+    import torch
+    from peft import LoraConfig, PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(str(job.base_model), dtype=getattr(torch, dtype))
+    if job.parent_adapter is not None:
+        return PeftModel.from_pretrained(base, str(job.parent_adapter), is_trainable=True), None
+    train = job.train
+    targets = train.lora_target_modules
+    config = LoraConfig(
+        r=train.lora_r,
+        lora_alpha=train.lora_alpha,
+        lora_dropout=train.lora_dropout,
+        target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
+        task_type="CAUSAL_LM",
+    )
+    return base, config
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The rollout seed of optimizer step ``step``: fixed by the job, so resumes replay it."""
+    return int(np.random.SeedSequence([seed, step]).generate_state(1)[0]) & 0x7FFFFFFF
+
+
+def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any], dict]:
+    """TRL's ``rollout_func``: plays the episodes of the entries it is handed (module docs)."""
+    from trl.models.utils import unwrap_model_for_generation
+
+    lookup = {row.key: row for row in job.rows}
+    chat = ChatFormat(tokenizer, str(job.base_model))
+    train = job.train
+
+    def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list]:
+        unknown = [p for p in prompts if p not in lookup]
+        if unknown:
+            raise KeyError(f"rollout_func got prompts that are no dataset row: {unknown[:3]}")
+        rows = [lookup[p] for p in prompts]
+        seed = step_seed(job.seed, trainer.state.global_step)
+        limit = train.max_episode_tokens or model_context(trainer.model)
+        if train.use_vllm:
+            stops = stop_token_ids(trainer.model, tokenizer)
+            policy = Policy(job.learner_name, chat, VLLMGenerator(trainer, stops),
+                            train.max_new_tokens, limit)  # fmt: skip
+            return rollout_batch(rows, job.market, policy, seed)
+        with (
+            unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model,
+            eval_mode(model),
+        ):
+            generate = HFGenerator(model, tokenizer, train.temperature, train.top_p,
+                                   train.max_new_tokens, train.micro_batch_size)  # fmt: skip
+            policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
+            return rollout_batch(rows, job.market, policy, seed)
+
+    return rollout_func
+
+
+def model_context(model: Any) -> int:
+    """The model's context length (``max_position_embeddings``), or a generous default."""
+    config = getattr(model, "config", None)
+    return int(getattr(config, "max_position_embeddings", None) or 32768)
+
+
+def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
+    """A GRPOTrainer for the job, with the step hook attached."""
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    device, dtype = resolve_device(job.train)
+    tokenizer = load_chat_tokenizer(job.base_model)
+    model, peft_config = load_policy_model(job, device, dtype)
+    dataset = Dataset.from_dict({"prompt": [row.key for row in job.rows]})
+
+    class StepRecorder(TrainerCallback):
+        """Hands each step's logs (reward, the Section 4.1 metrics, loss, clip ratio) on."""
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+            if on_step is not None and logs and "reward" in logs:
+                on_step(int(state.global_step), dict(logs))
+
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=[learner_reward],
+        args=grpo_config(job, device, dtype),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        rollout_func=make_rollout_func(job, tokenizer),
+        callbacks=[StepRecorder()],
+    )
+
+
+def last_checkpoint(output_dir: Path) -> Path | None:
+    """The newest complete trainer checkpoint (one whose trainer_state.json was written)."""
+    if not output_dir.is_dir():
+        return None
+    done = [
+        (int(p.name.split("-")[1]), p)
+        for p in output_dir.glob("checkpoint-*")
+        if p.name.split("-")[1].isdigit() and (p / "trainer_state.json").is_file()
+    ]
+    return max(done)[1] if done else None
+
+
+def checkpoint_step(checkpoint: Path | None) -> int:
+    """The global step a checkpoint was saved at (0 for none)."""
+    if checkpoint is None:
+        return 0
+    return int(json.loads((checkpoint / "trainer_state.json").read_text())["global_step"])
+
+
+def train_learner(job: TrainJob, on_step: StepHook | None = None) -> Path:
+    """Train (or resume) the job to ``job.steps`` steps and save the adapter; returns its folder.
+
+    An adapter already saved for this job is returned as is: the job is finished.
+    """
+    if (job.adapter_dir / "adapter_config.json").is_file():
+        return job.adapter_dir
+    resume = last_checkpoint(job.output_dir)
+    trainer = build_trainer(job, on_step)
+    trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+    save_atomically(job.adapter_dir, lambda tmp: _save_adapter(trainer, tmp))
+    return job.adapter_dir
+
+
+def _save_adapter(trainer: Any, folder: Path) -> None:
+    trainer.model.save_pretrained(str(folder))
+    trainer.processing_class.save_pretrained(str(folder))
+
+
+def save_atomically(target: Path, write: Callable[[Path], None]) -> Path:
+    """Write a folder under a temporary name, then rename it: a kill never leaves half a folder
+    under ``target``."""
+    tmp = target.with_name(target.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    write(tmp)
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target
+
+
+def merge_adapter(base_model: Path, adapter: Path, out_dir: Path) -> Path:
+    """A standalone model folder: the base with the adapter merged in (PEFT merge_and_unload),
+    for back-ends that load plain model folders (the hf back-end has no LoRA loading)."""
+    if (out_dir / "config.json").is_file():
+        return out_dir
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = load_chat_tokenizer(base_model)
+    base = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=torch.float32)
+    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+
+    def write(folder: Path) -> None:
+        merged.save_pretrained(str(folder))
+        tokenizer.save_pretrained(str(folder))
+
+    return save_atomically(out_dir, write)
+
+
+def adapter_weights(adapter: Path) -> dict[str, Any]:
+    """The tensors of a saved adapter by name (for tests and diagnostics)."""
+    from safetensors.torch import load_file
+
+    return load_file(str(adapter / "adapter_model.safetensors"))
+
+
+def lora_parameters(model: Any) -> dict[str, Any]:
+    """Copies of a model's trainable LoRA tensors by name."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+

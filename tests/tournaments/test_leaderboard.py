@@ -1,0 +1,365 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from arena import metrics
+from arena.catalog import default_catalog
+from arena.config import get_preset
+from arena.records import Deal, EpisodeRecord
+from arena.scenarios import Scenario, make_scenarios
+from tournaments.config import TournamentConfig
+from tournaments.leaderboard import (
+    Comparison,
+    buyer_entries_of,
+    comparisons,
+    cross_score,
+    distinct_episodes,
+    leaderboard,
+    lineup_label,
+    payoff_matrix,
+    ratings_over_time,
+    render_table,
+    side_buyer_reward,
+    stored_buyer_entries,
+)
+from tournaments.match import buyer_lineup, play_many
+from tournaments.ratings import RatingConfig
+from tournaments.runner import run_tournament
+
+TIME = "scripted:time"
+TFT = "scripted:tit-for-tat"
+ENTRIES = [(TIME,), (TIME, TFT)]
+POOL = f"{TIME}|{TFT}"
+SELLERS = ["scripted:satisficer", "scripted:prober", "scripted:time?e=0.3"]
+NO_BOOTSTRAP = RatingConfig(bootstrap_rounds=0)
+
+
+def play_tournament(
+    sellers: list[str], episodes: int
+) -> tuple[list[EpisodeRecord], dict[tuple[str, str], list[EpisodeRecord]]]:
+    """Every seller against every entry with play_many; returns all records (a lineup that
+    two entries share is played twice, as separate play_many calls do) and each pairing's."""
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, default_catalog(), 0, episodes)
+    pairings = {
+        (seller, "|".join(pool)): play_many(config, scenarios, seller, list(pool), keep_turns=False)
+        for seller in sellers
+        for pool in ENTRIES
+    }
+    return [r for recs in pairings.values() for r in recs], pairings
+
+
+@pytest.fixture(scope="module")
+def tournament() -> tuple[list[EpisodeRecord], dict[tuple[str, str], list[EpisodeRecord]]]:
+    return play_tournament(SELLERS, 128)
+
+
+@pytest.fixture(scope="module")
+def aliases() -> list[EpisodeRecord]:
+    records, _ = play_tournament(["scripted:satisficer", "scripted:greedy", "scripted:prober"], 64)
+    return records
+
+
+def by_agent(rows: list[dict]) -> dict[str, dict]:
+    return {row["agent"]: row for row in rows}
+
+
+# Ratings on a scripted tournament
+
+
+def test_prober_ranks_above_satisficer_with_non_overlapping_intervals(tournament) -> None:
+    records, _ = tournament
+    rows = leaderboard(records, "seller", buyer_entries=ENTRIES)
+    assert [row["role"] for row in rows] == ["seller"] * 3
+    assert rows[0]["agent"] == "scripted:prober"
+    board = by_agent(rows)
+    prober, satisficer = board["scripted:prober"], board["scripted:satisficer"]
+    assert prober["rating"] > satisficer["rating"]
+    assert prober["ci_low"] > satisficer["ci_high"]
+    assert prober["elo"] > satisficer["elo"]
+    for row in rows:
+        assert row["ci_low"] <= row["rating"] <= row["ci_high"]
+    # Ratings are centred on the initial rating.
+    assert math.fsum(row["rating"] for row in rows) / 3 == pytest.approx(1000.0, abs=1e-6)
+
+
+def test_seller_games_count_every_other_seller_on_every_distinct_lineup(tournament) -> None:
+    records, _ = tournament
+    groups = {(r.scenario.index, r.buyers) for r in records}
+    rows = leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES)
+    for row in rows:
+        assert row["games"] == 2 * len(groups)
+        assert row["episodes"] == len(groups)
+    assert len(comparisons(records, "seller", ENTRIES)) == 3 * len(groups)
+
+
+def test_seller_rows_carry_the_papers_metrics_over_distinct_episodes(tournament) -> None:
+    records, _ = tournament
+    row = by_agent(leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES))["scripted:prober"]
+    own = [r for r in distinct_episodes(records) if r.seller == "scripted:prober"]
+    assert row["reward"] == metrics.reward(own).mean
+    assert row["deal_rate"] == metrics.deal_rate(own).mean
+    assert row["surplus_extraction_ratio"] == metrics.surplus_extraction_ratio(own).mean
+    assert row["deal_on_top_buyer_rate"] == metrics.deal_on_top_buyer_rate(own).mean
+    assert row["sell_below_cost_error_rate"] == metrics.sell_below_cost_error_rate(own).mean
+    assert row["deal_buyer_rank_distribution"] == metrics.deal_buyer_rank_distribution(own)
+    assert sum(row["deal_buyer_rank_distribution"]) == pytest.approx(1.0)
+
+
+def test_buyer_board_rates_the_fixed_entry_above_the_pool_with_tit_for_tat(tournament) -> None:
+    records, pairings = tournament
+    rows = leaderboard(records, "buyer", buyer_entries=ENTRIES)
+    assert [row["agent"] for row in rows] == [TIME, POOL]
+    fixed, pool = rows
+    assert fixed["ci_low"] > pool["ci_high"]
+    # Each entry met 3 sellers on 128 scenarios: one comparison per (seller, scenario).
+    assert fixed["games"] == pool["games"] == 3 * 128
+    assert fixed["episodes"] == pool["episodes"] == 3 * 128
+    pool_records = [r for s in SELLERS for r in pairings[(s, POOL)]]
+    assert pool["reward"] == pytest.approx(
+        math.fsum(side_buyer_reward(r) for r in pool_records) / len(pool_records)
+    )
+    assert pool["deal_rate"] == pytest.approx(metrics.deal_rate(pool_records).mean)
+
+
+def test_sellers_that_differ_only_by_an_alias_get_equal_ratings(aliases) -> None:
+    rows = by_agent(leaderboard(aliases, "seller", buyer_entries=ENTRIES))
+    satisficer, greedy = rows["scripted:satisficer"], rows["scripted:greedy"]
+    assert satisficer["rating"] == pytest.approx(greedy["rating"], abs=1e-6)
+    assert satisficer["games"] == greedy["games"]
+    assert satisficer["wins"] == greedy["wins"]
+    width = satisficer["ci_high"] - satisficer["ci_low"]
+    assert abs(satisficer["ci_low"] - greedy["ci_low"]) < width / 2
+    assert abs(satisficer["ci_high"] - greedy["ci_high"]) < width / 2
+    between = [
+        c
+        for c in comparisons(aliases, "seller", ENTRIES)
+        if {c.a, c.b} == {"seller:scripted:greedy", "seller:scripted:satisficer"}
+    ]
+    assert between and all(c.score == 0.5 for c in between)
+
+
+def test_cross_scores_lie_in_unit_interval_and_board_has_sellers_and_buyers(tournament) -> None:
+    records, _ = tournament
+    scores = [cross_score(r) for r in records]
+    assert all(s is not None and 0.0 <= s <= 1.0 for s in scores)
+    assert 0.5 in scores  # no-deal episodes are draws
+    rows = leaderboard(records, "cross", buyer_entries=ENTRIES)
+    assert {(row["role"], row["agent"]) for row in rows} == {
+        *(("seller", s) for s in SELLERS),
+        ("buyer", TIME),
+        ("buyer", POOL),
+    }
+    assert all(row["rating"] is not None and 0.0 <= row["cross_score"] <= 1.0 for row in rows)
+    # One game per episode and entry: a seller meets 2 entries x 128 scenarios.
+    assert all(row["games"] == 256 for row in rows if row["role"] == "seller")
+    assert all(row["games"] == 3 * 128 for row in rows if row["role"] == "buyer")
+
+
+def test_leaderboard_rows_are_json_ready(tournament) -> None:
+    records, _ = tournament
+    for role in ("seller", "buyer", "cross"):
+        rows = leaderboard(records, role, NO_BOOTSTRAP, ENTRIES)
+        assert json.loads(json.dumps(rows, allow_nan=False)) == rows
+        assert all(row["ci_low"] is None and row["ci_high"] is None for row in rows)
+
+
+def test_payoff_matrix_holds_the_mean_seller_reward_of_every_pairing(tournament) -> None:
+    records, pairings = tournament
+    matrix = payoff_matrix(records, ENTRIES)
+    assert matrix["sellers"] == sorted(SELLERS)
+    assert matrix["buyers"] == [TIME, POOL]
+    for s, seller in enumerate(matrix["sellers"]):
+        for b, entry in enumerate(matrix["buyers"]):
+            played = pairings[(seller, entry)]
+            assert matrix["episodes"][s][b] == 128
+            expected = math.fsum(r.result.seller_reward for r in played) / 128
+            assert matrix["mean_seller_reward"][s][b] == pytest.approx(expected)
+
+
+def test_ratings_over_time_ends_at_the_full_fit(tournament) -> None:
+    records, _ = tournament
+    history = ratings_over_time(records, "seller", 4, NO_BOOTSTRAP, ENTRIES)
+    assert history["scenarios"] == [32, 64, 96, 128]
+    final = {
+        row["agent"]: row["rating"] for row in leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES)
+    }
+    assert {s["agent"] for s in history["series"]} == set(final)
+    for series in history["series"]:
+        assert len(series["ratings"]) == 4
+        assert series["ratings"][-1] == pytest.approx(final[series["agent"]], abs=1e-6)
+
+
+def test_ratings_over_time_rejects_a_bad_point_count(tournament) -> None:
+    records, _ = tournament
+    with pytest.raises(ValueError, match="points"):
+        ratings_over_time(records, "seller", 0)
+
+
+# Hand-made cases
+
+
+@pytest.fixture(scope="module")
+def base() -> tuple[list[Scenario], EpisodeRecord]:
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, default_catalog(), 7, 2)
+    record = play_many(config, scenarios[:1], "scripted:prober", [TIME], keep_turns=False)[0]
+    return scenarios, record
+
+
+def made(
+    base: tuple[list[Scenario], EpisodeRecord],
+    seller: str,
+    scenario: int,
+    seller_reward: float = 0.0,
+    buyers: tuple[str, ...] = (TIME, TIME, TIME),
+    buyer_rewards: tuple[float, ...] = (0.0, 0.0, 0.0),
+    **result: object,
+) -> EpisodeRecord:
+    scenarios, record = base
+    res = dataclasses.replace(
+        record.result, seller_reward=seller_reward, buyer_rewards=buyer_rewards, **result
+    )
+    return dataclasses.replace(
+        record, seller=seller, buyers=buyers, scenario=scenarios[scenario], result=res
+    )
+
+
+def triples(comps: list[Comparison]) -> list[tuple[str, str, float]]:
+    return [(c.a, c.b, c.score) for c in comps]
+
+
+def test_seller_comparisons_pair_sellers_on_the_same_scenario_and_lineup(base) -> None:
+    other = ("scripted:hardliner",) * 3
+    records = [
+        made(base, "A", 0, 0.5),
+        made(base, "B", 0, 0.3),
+        made(base, "A", 0, 0.0),  # the same match again: the first one counts
+        made(base, "C", 0, 0.5),
+        made(base, "A", 0, 0.9, buyers=other),  # other lineup: nobody to compare with
+        made(base, "B", 1, 0.4),
+        made(base, "A", 1, 0.2),
+        made(base, "C", 1, 1.0, outcome="error"),  # back-end error: left out
+    ]
+    assert triples(comparisons(records, "seller")) == [
+        ("seller:A", "seller:B", 1.0),
+        ("seller:A", "seller:C", 0.5),
+        ("seller:B", "seller:C", 0.0),
+        ("seller:A", "seller:B", 0.0),
+    ]
+    rows = by_agent(leaderboard(records, "seller", NO_BOOTSTRAP))
+    assert {k: (v["games"], v["wins"], v["episodes"]) for k, v in rows.items()} == {
+        "A": (3, 1.5, 3),
+        "B": (3, 1.0, 2),
+        "C": (2, 1.5, 1),
+    }
+
+
+def test_buyer_comparisons_pair_entries_that_met_the_same_seller(base) -> None:
+    hard = ("scripted:hardliner",) * 3
+    records = [
+        made(base, "A", 0, buyer_rewards=(0.0, 0.6, 0.0)),
+        made(base, "A", 0, buyers=hard, buyer_rewards=(0.3, 0.0, 0.0)),
+        made(base, "B", 0, buyers=hard, buyer_rewards=(0.0, 0.0, -1.0)),  # no partner
+        made(base, "A", 1, buyer_rewards=(0.0, 0.0, 0.0)),
+        made(base, "A", 1, buyers=hard, buyer_rewards=(0.0, 0.0, 0.0)),
+    ]
+    assert side_buyer_reward(records[0]) == pytest.approx(0.2)
+    assert triples(comparisons(records, "buyer")) == [
+        ("buyer:scripted:hardliner", "buyer:scripted:time", 0.0),
+        ("buyer:scripted:hardliner", "buyer:scripted:time", 0.5),
+    ]
+
+
+def test_cross_comparisons_give_one_game_per_episode(base) -> None:
+    records = [made(base, "A", 0), made(base, "A", 1), made(base, "B", 0)]
+    comps = comparisons(records, "cross")
+    assert [(c.a, c.b) for c in comps] == [
+        ("seller:A", "buyer:scripted:time"),
+        ("seller:B", "buyer:scripted:time"),
+        ("seller:A", "buyer:scripted:time"),
+    ]
+
+
+def test_cross_score_is_the_sellers_share_of_the_realised_gains(base) -> None:
+    scenarios, _ = base
+    sc = scenarios[0]
+    cost, budget = sc.products[0].cost, sc.valuations[1][0]
+    price = round(cost + 0.25 * (budget - cost), 2)
+    deal = Deal(buyer=1, product=0, price=price, closed_by="seller", turn=2)
+    on_deal = made(base, "A", 0, outcome="deal", deals=(deal,), violation_by=None)
+    assert cross_score(on_deal) == pytest.approx((price - cost) / (budget - cost))
+    above = dataclasses.replace(deal, price=round(budget + 5.0, 2))
+    assert cross_score(made(base, "A", 0, outcome="deal", deals=(above,), violation_by=None)) == 1.0
+    assert cross_score(made(base, "A", 0, outcome="no_deal", deals=(), violation_by=None)) == 0.5
+    seller_breaks = made(base, "A", 0, outcome="violation", deals=(), violation_by="seller")
+    assert cross_score(seller_breaks) == 0.0
+    buyer_breaks = made(base, "A", 0, outcome="violation", deals=(), violation_by="buyer_2")
+    assert cross_score(buyer_breaks) == 1.0
+    assert cross_score(made(base, "A", 0, outcome="error", deals=())) is None
+
+
+def test_a_pool_episode_counts_for_every_entry_that_gives_its_lineup() -> None:
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, default_catalog(), 0, 64)
+    shared = next(sc for sc in scenarios if buyer_lineup(sc, (TIME, TFT)) == (TIME,) * 3)
+    mixed = next(sc for sc in scenarios if len(set(buyer_lineup(sc, (TIME, TFT)))) == 2)
+    [on_shared] = play_many(config, [shared], "scripted:prober", [TIME], keep_turns=False)
+    [on_mixed] = play_many(config, [mixed], "scripted:prober", [TIME, TFT], keep_turns=False)
+    assert buyer_entries_of(on_shared, ENTRIES) == [TIME, POOL]
+    assert buyer_entries_of(on_mixed, ENTRIES) == [POOL]
+    assert (
+        buyer_entries_of(on_mixed)
+        == [lineup_label(on_mixed.buyers)]
+        == [f"{TIME}|{TFT}" if TIME < TFT else f"{TFT}|{TIME}"]
+    )
+    with pytest.raises(ValueError, match="matches none of the buyer_entries"):
+        buyer_entries_of(on_mixed, [(TIME,)])
+
+
+def test_a_lone_seller_is_listed_without_a_rating(base) -> None:
+    rows = leaderboard([made(base, "A", 0, 0.4), made(base, "A", 1, 0.2)], "seller")
+    assert len(rows) == 1
+    assert rows[0]["rating"] is None and rows[0]["elo"] is None and rows[0]["games"] == 0
+    assert rows[0]["reward"] == pytest.approx(0.3)
+
+
+def test_unknown_role_is_rejected(base) -> None:
+    with pytest.raises(ValueError, match="role must be one of"):
+        leaderboard([made(base, "A", 0)], "referee")
+
+
+def test_render_table_shows_rank_rating_interval_and_metrics(tournament) -> None:
+    records, _ = tournament
+    rows = leaderboard(records, "seller", buyer_entries=ENTRIES)
+    console = Console(width=250, record=True)
+    console.print(render_table(rows, title="sellers"))
+    text = console.export_text()
+    top = rows[0]
+    assert f"{top['rating']:.0f}" in text
+    assert f"[{top['ci_low']:.0f}, {top['ci_high']:.0f}]" in text
+    assert f"{top['reward']:.3f}" in text
+    lines = [line for line in text.splitlines() if "scripted:" in line]
+    assert [line.split()[1] for line in lines] == ["1", "2", "3"]
+    assert "Deal Rate" in text and "Buyer Surplus" not in text
+
+
+def test_stored_buyer_entries_reads_the_tournament_configs(tmp_path: Path) -> None:
+    db = tmp_path / "results.db"
+    for name, entries in (("a", ((TIME,), (TIME, TFT))), ("b", ((TFT,), (TIME,)))):
+        config = TournamentConfig(
+            name=name, sellers=("scripted:prober",), buyers=entries, episodes=2
+        )
+        run_tournament(config, db, progress=False)
+    assert stored_buyer_entries(db) == [(TIME,), (TIME, TFT), (TFT,)]
+    assert stored_buyer_entries(db, "b") == [(TFT,), (TIME,)]
+    with pytest.raises(KeyError, match="no tournament named 'c'"):
+        stored_buyer_entries(db, "c")
+    with pytest.raises(FileNotFoundError):
+        stored_buyer_entries(tmp_path / "missing.db")

@@ -1,0 +1,430 @@
+"""``arena report``: one static HTML page with PNG plots, rebuilt from the results database.
+
+Every number on the page comes from :mod:`tournaments.leaderboard` (the same functions as
+``arena ratings``), and the page embeds them as JSON (``<script type="application/json"
+id="leaderboard">``, plus ``id="payoff"`` and ``id="ratings-over-time"``) so a test or a notebook
+can read the exact values back. Plots use matplotlib's object API with the Agg renderer, imported
+inside the functions: matplotlib stays an optional dependency and no global backend is touched.
+All text written into the page goes through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from arena.records import EpisodeRecord
+from tournaments.leaderboard import (
+    COLUMNS,
+    ROLES,
+    BuyerEntries,
+    leaderboard,
+    payoff_matrix,
+    ratings_over_time,
+    stored_buyer_entries,
+)
+from tournaments.ratings import RatingConfig
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+SKILL_AXES: tuple[tuple[str, str], ...] = (
+    ("reward", "Reward"),
+    ("deal_on_top_buyer_rate", "Deal on Top\nBuyer Rate"),
+    ("sell_above_cost_accuracy", "Sell-Above-Cost\nAccuracy"),
+    ("deal_rate", "Deal Rate"),
+    ("surplus_extraction_ratio", "Seller Surplus\nExtraction Ratio"),
+)
+"""The five axes of the seller skill profile, clockwise from the top (paper Figure 3)."""
+
+ROLE_TITLES = {
+    "seller": "Sellers",
+    "buyer": "Buyer entries",
+    "cross": "Sellers and buyers on one scale (cross-role)",
+}
+
+ExtraSection = tuple[str, str | Path | None, str]
+"""(title, PNG path or None, text) of a section added after the standard ones."""
+ExtraSections = Sequence[ExtraSection] | Callable[[Path], Iterable[ExtraSection]]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One block of the page: a heading, an optional image in the output folder, plain text
+    (escaped on output) and optional ready-made HTML built here from escaped parts."""
+
+    title: str
+    image: str | None
+    text: str
+    table_html: str = ""
+
+
+def write_report(
+    db_path: str | Path,
+    out_dir: str | Path,
+    extra_sections: ExtraSections = (),
+    config: RatingConfig = RatingConfig(),
+) -> Path:
+    """Write ``out_dir/index.html`` and its PNGs for the database at ``db_path``; returns the
+    page's path.
+
+    ``extra_sections`` adds blocks after the standard ones: a list of (title, png, text) or a
+    callable that receives ``out_dir`` (to draw its PNGs there) and returns such a list. A PNG
+    outside ``out_dir`` is copied in; text is escaped, never read as HTML.
+    """
+    from tournaments.store import load_records
+
+    db = Path(db_path)
+    records = load_records(db)
+    if not records:
+        raise ValueError(f"no episodes stored in {db}; run a tournament into it first")
+    entries = stored_buyer_entries(db)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # Extra sections first: a bad one fails before the slow plotting.
+    extras = extra_sections(out) if callable(extra_sections) else extra_sections
+    added = [_extra_section(k, item, out) for k, item in enumerate(extras)]
+    data = report_data(records, config, entries)
+    sections = standard_sections(data, out) + added
+    page = out / "index.html"
+    page.write_text(render_page(db, len(records), sections, data), encoding="utf-8")
+    return page
+
+
+def report_data(
+    records: Sequence[EpisodeRecord],
+    config: RatingConfig = RatingConfig(),
+    buyer_entries: BuyerEntries | None = None,
+) -> dict[str, Any]:
+    """Every number the page shows: leaderboards per role, the payoff matrix, ratings over time."""
+    return {
+        "leaderboard": {role: leaderboard(records, role, config, buyer_entries) for role in ROLES},
+        "payoff": payoff_matrix(records, buyer_entries),
+        "ratings_over_time": {
+            role: ratings_over_time(records, role, 10, config, buyer_entries) for role in ROLES
+        },
+    }
+
+
+def standard_sections(data: dict[str, Any], out: Path) -> list[Section]:
+    """Draw the five standard plots into ``out`` and describe them."""
+    boards = data["leaderboard"]
+    sellers = boards["seller"]
+    plot_leaderboard(boards, out / "leaderboard.png")
+    plot_payoff(data["payoff"], out / "payoff.png")
+    plot_skill_profile(sellers, out / "skill_profile.png")
+    plot_rank_distribution(sellers, out / "rank_distribution.png")
+    plot_ratings_over_time(data["ratings_over_time"], out / "ratings_over_time.png")
+    tables = "".join(
+        f"<h3>{html.escape(ROLE_TITLES[role])}</h3>\n{leaderboard_html(boards[role])}"
+        for role in ROLES
+    )
+    return [
+        Section(
+            "Leaderboard",
+            "leaderboard.png",
+            "Bradley-Terry ratings on the Elo scale with bootstrap 95% intervals (error bars), "
+            "from paired comparisons on common scenarios; Elo is the online rating in play order.",
+            tables,
+        ),
+        Section(
+            "Seller x buyer payoffs",
+            "payoff.png",
+            "Mean seller reward of every seller against every buyer entry.",
+            payoff_html(data["payoff"]),
+        ),
+        Section(
+            "Seller skill profile",
+            "skill_profile.png",
+            "Five axes of paper Figure 3, one polygon per seller; undefined values "
+            "(e.g. surplus extraction without any deal) and negative rewards are drawn at 0.",
+        ),
+        Section(
+            "Deal-buyer rank distribution",
+            "rank_distribution.png",
+            "Share of deals closed with the buyer of each budget rank (rank 1 = highest budget), "
+            "deal episodes only (paper Figure 10).",
+        ),
+        Section(
+            "Ratings over time",
+            "ratings_over_time.png",
+            "Bradley-Terry ratings fitted on growing prefixes of the scenario list.",
+        ),
+    ]
+
+
+def _extra_section(k: int, item: ExtraSection, out: Path) -> Section:
+    if not (isinstance(item, tuple) and len(item) == 3):
+        raise ValueError(
+            f"extra section {k} must be a (title, png path or None, text) tuple; got {item!r}"
+        )
+    title, png, text = item
+    if png is None:
+        return Section(str(title), None, str(text))
+    source = Path(png)
+    if not source.is_file():
+        raise FileNotFoundError(f"extra section {title!r}: image {source} does not exist")
+    with source.open("rb") as handle:
+        if handle.read(8) != PNG_SIGNATURE:
+            raise ValueError(f"extra section {title!r}: {source} is not a PNG file")
+    if source.resolve().parent == out.resolve():
+        name = source.name
+    else:
+        name = f"extra_{k}_{source.name}"
+        shutil.copyfile(source, out / name)
+    return Section(str(title), name, str(text))
+
+
+# HTML ----------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>\n"
+        for row in rows
+    )
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
+
+
+def leaderboard_html(rows: Sequence[dict[str, Any]]) -> str:
+    """A leaderboard as an HTML table (escaped), with the metric columns any row has."""
+    if not rows:
+        return "<p>No episodes.</p>\n"
+    shown = [(key, header) for key, header in COLUMNS if any(key in row for row in rows)]
+    headers = ["#", "Agent", "Role", "Rating", "CI low", "CI high", "Elo", "Games", "Episodes"]
+    headers += [header for _, header in shown]
+    cells = []
+    for rank, row in enumerate(rows, start=1):
+        line = [str(rank), row["agent"], row["role"]]
+        line += [_fmt(row[key], 1) for key in ("rating", "ci_low", "ci_high", "elo")]
+        line += [str(row["games"]), str(row["episodes"])]
+        line += [_fmt(row.get(key)) if key in row else "" for key, _ in shown]
+        cells.append(line)
+    return _table(headers, cells)
+
+
+def payoff_html(matrix: dict[str, Any]) -> str:
+    """The payoff matrix as an HTML table: mean seller reward (episodes)."""
+    rows = []
+    for s, seller in enumerate(matrix["sellers"]):
+        line = [seller]
+        for b in range(len(matrix["buyers"])):
+            mean, n = matrix["mean_seller_reward"][s][b], matrix["episodes"][s][b]
+            line.append(f"{_fmt(mean)} ({n})")
+        rows.append(line)
+    return _table(["Seller \\ buyers", *matrix["buyers"]], rows)
+
+
+def _json_block(element_id: str, value: Any) -> str:
+    """A JSON data block; "<", ">" and "&" are written as \\u escapes so no text can close the
+    script element, and the JSON still decodes to the same values."""
+    text = json.dumps(value, allow_nan=False, sort_keys=True)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f'<script type="application/json" id="{element_id}">{text}</script>\n'
+
+
+STYLE = """
+body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+td:nth-child(2), th:nth-child(2) { text-align: left; }
+img { max-width: 100%; }
+"""
+
+
+def render_page(db: Path, episodes: int, sections: Sequence[Section], data: dict[str, Any]) -> str:
+    """The whole HTML page."""
+    parts = [
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
+        "<title>bargain-arena report</title>\n",
+        f"<style>{STYLE}</style>\n</head>\n<body>\n",
+        "<h1>bargain-arena report</h1>\n",
+        f"<p>Database {html.escape(str(db))}: {episodes} stored episodes.</p>\n",
+    ]
+    for section in sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>\n")
+        if section.text:
+            parts.append(f"<p>{html.escape(section.text)}</p>\n")
+        if section.image is not None:
+            src = html.escape(section.image, quote=True)
+            alt = html.escape(section.title, quote=True)
+            parts.append(f'<p><img src="{src}" alt="{alt}"></p>\n')
+        parts.append(section.table_html)
+    parts.append(_json_block("leaderboard", data["leaderboard"]))
+    parts.append(_json_block("payoff", data["payoff"]))
+    parts.append(_json_block("ratings-over-time", data["ratings_over_time"]))
+    parts.append("</body>\n</html>\n")
+    return "".join(parts)
+
+
+# Plots ---------------------------------------------------------------------------------------
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.savefig(path, format="png")
+    return path
+
+
+def _note(fig: Any, text: str) -> None:
+    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize=12, color="#666")
+
+
+def _number(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def plot_leaderboard(boards: dict[str, list[dict[str, Any]]], path: Path) -> Path:
+    """Ratings with their bootstrap intervals as error bars, one panel per role with ratings."""
+    rated = {role: [r for r in rows if r["rating"] is not None] for role, rows in boards.items()}
+    roles = [role for role in ROLES if rated.get(role)]
+    height = max(2.5, 0.35 * sum(len(rated[r]) for r in roles) + 1.2 * len(roles))
+    fig = _figure(9, height)
+    if not roles:
+        _note(fig, "no comparisons yet: ratings need two players that met on common scenarios")
+        return _save(fig, path)
+    axes = fig.subplots(len(roles), 1, squeeze=False)[:, 0]
+    for ax, role in zip(axes, roles, strict=True):
+        rows = rated[role][::-1]
+        ratings = [r["rating"] for r in rows]
+        low = [r["rating"] - _number(r["ci_low"]) for r in rows]
+        high = [_number(r["ci_high"]) - r["rating"] for r in rows]
+        labels = [f"{r['agent']} ({r['role']})" if role == "cross" else r["agent"] for r in rows]
+        colors = ["tab:blue" if r["role"] == "seller" else "tab:orange" for r in rows]
+        y = list(range(len(rows)))
+        ax.errorbar(ratings, y, xerr=[low, high], fmt="none", ecolor="#555", capsize=4)
+        ax.scatter(ratings, y, c=colors, zorder=3)
+        ax.set_yticks(y, labels)
+        ax.set_title(ROLE_TITLES[role])
+        ax.set_xlabel("rating (Elo scale)")
+        ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def plot_payoff(matrix: dict[str, Any], path: Path) -> Path:
+    """Heatmap of mean seller reward per (seller, buyer entry), values written in the cells."""
+    import numpy as np
+
+    sellers, buyers = matrix["sellers"], matrix["buyers"]
+    fig = _figure(max(5.0, 1.8 * len(buyers) + 3.5), max(3.0, 0.5 * len(sellers) + 1.8))
+    if not sellers:
+        _note(fig, "no episodes")
+        return _save(fig, path)
+    values = np.array([[_number(v) for v in row] for row in matrix["mean_seller_reward"]])
+    ax = fig.subplots()
+    image = ax.imshow(
+        values, cmap="viridis", vmin=min(0.0, np.nanmin(values)), vmax=1.0, aspect="auto"
+    )
+    ax.set_xticks(range(len(buyers)), buyers, rotation=20, ha="right")
+    ax.set_yticks(range(len(sellers)), sellers)
+    ax.set_xlabel("buyer entry")
+    ax.set_ylabel("seller")
+    for s in range(len(sellers)):
+        for b in range(len(buyers)):
+            if not math.isnan(values[s, b]):
+                ax.text(b, s, f"{values[s, b]:.3f}", ha="center", va="center", color="w")
+    fig.colorbar(image, ax=ax, label="mean seller reward")
+    return _save(fig, path)
+
+
+def plot_skill_profile(sellers: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Radar chart of the five seller skills (paper Figure 3), one polygon per seller."""
+    import numpy as np
+
+    fig = _figure(7, 6)
+    if not sellers:
+        _note(fig, "no sellers")
+        return _save(fig, path)
+    ax = fig.add_subplot(projection="polar")
+    angles = np.linspace(0.0, 2.0 * np.pi, len(SKILL_AXES), endpoint=False)
+    ax.set_theta_offset(np.pi / 2.0)
+    ax.set_theta_direction(-1)
+    for row in sellers:
+        values = [min(1.0, max(0.0, _number(row.get(key)))) for key, _ in SKILL_AXES]
+        values = [0.0 if math.isnan(v) else v for v in values]
+        closed_angles = [*angles, angles[0]]
+        ax.plot(closed_angles, [*values, values[0]], label=row["agent"])
+        ax.fill(closed_angles, [*values, values[0]], alpha=0.1)
+    ax.set_xticks(angles, [label for _, label in SKILL_AXES])
+    ax.set_ylim(0.0, 1.0)
+    ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.12), fontsize=8)
+    return _save(fig, path)
+
+
+def plot_rank_distribution(sellers: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Stacked horizontal bars: share of deals per buyer budget rank, one bar per seller
+    (paper Figure 10); shares of 5% or more are written in their segment."""
+    import matplotlib as mpl
+
+    shares = [row.get("deal_buyer_rank_distribution") or [] for row in sellers]
+    ranks = max((len(s) for s in shares), default=0)
+    fig = _figure(9, max(2.5, 0.45 * len(sellers) + 1.5))
+    if ranks == 0:
+        _note(fig, "no deals")
+        return _save(fig, path)
+    ax = fig.subplots()
+    blues = mpl.colormaps["Blues"]
+    colors = [blues(0.9 - 0.5 * k / max(1, ranks - 2)) for k in range(ranks - 1)] + ["#bbbbbb"]
+    if ranks == 1:
+        colors = [blues(0.9)]
+    y = list(range(len(sellers)))[::-1]
+    left = [0.0] * len(sellers)
+    for k in range(ranks):
+        widths = [s[k] if k < len(s) else 0.0 for s in shares]
+        ax.barh(y, widths, left=left, color=colors[k], label=f"rank {k + 1}")
+        for yi, x0, w in zip(y, left, widths, strict=True):
+            if w >= 0.05:
+                color = "w" if k < ranks - 1 else "#222"
+                ax.text(x0 + w / 2, yi, f"{100 * w:.1f}", ha="center", va="center", color=color)
+        left = [a + w for a, w in zip(left, widths, strict=True)]
+    ax.set_yticks(y, [row["agent"] for row in sellers])
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("share of deals (deal episodes only)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=ranks, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_ratings_over_time(over_time: dict[str, dict[str, Any]], path: Path) -> Path:
+    """Ratings fitted on growing scenario prefixes, one panel per role with ratings."""
+    roles = [
+        role
+        for role in ROLES
+        if any(v is not None for s in over_time[role]["series"] for v in s["ratings"])
+    ]
+    fig = _figure(9, max(2.5, 3.0 * len(roles)))
+    if not roles:
+        _note(fig, "no comparisons yet")
+        return _save(fig, path)
+    axes = fig.subplots(len(roles), 1, squeeze=False)[:, 0]
+    for ax, role in zip(axes, roles, strict=True):
+        x = over_time[role]["scenarios"]
+        for series in over_time[role]["series"]:
+            y = [_number(v) for v in series["ratings"]]
+            label = f"{series['agent']} ({series['role']})" if role == "cross" else series["agent"]
+            style = "-" if series["role"] == "seller" else "--"
+            ax.plot(x, y, style, marker="o", markersize=3, label=label)
+        ax.set_title(ROLE_TITLES[role])
+        ax.set_xlabel("scenarios included")
+        ax.set_ylabel("rating (Elo scale)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return _save(fig, path)
