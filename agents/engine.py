@@ -246,11 +246,12 @@ def run_episodes(
 
 def _send_batch(key: str, group: list[tuple[_Episode, ChatRequest]], stats: RunStats) -> None:
     """One ``generate`` call for every request of one back-end; replies go back to episodes."""
-    agents = [episode.waiting for episode, _ in group]
-    assert all(agent is not None for agent in agents)
-    backend = agents[0].backend  # type: ignore[union-attr]
+    agents: list[LLMAgent] = []
+    for episode, _ in group:
+        assert episode.waiting is not None
+        agents.append(episode.waiting)
     began = time.perf_counter()
-    completions = backend.generate([request for _, request in group])
+    completions = agents[0].backend.generate([request for _, request in group])
     if len(completions) != len(group):
         raise RuntimeError(
             f"back-end {key} returned {len(completions)} completions for {len(group)} requests"
@@ -259,9 +260,8 @@ def _send_batch(key: str, group: list[tuple[_Episode, ChatRequest]], stats: RunS
     usage.batches += 1
     usage.requests += len(group)
     usage.largest_batch = max(usage.largest_batch, len(group))
-    usage.mixed_batches += len({a.spec for a in agents if a is not None}) > 1
+    usage.mixed_batches += len({agent.spec for agent in agents}) > 1
     usage.seconds += time.perf_counter() - began
-    for (episode, _), agent, completion in zip(group, agents, completions):
-        assert agent is not None
+    for (episode, _), agent, completion in zip(group, agents, completions, strict=True):
         stats.per_agent.setdefault(agent.spec, AgentUsage()).add(completion)
         episode.deliver(completion)

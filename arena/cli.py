@@ -30,7 +30,8 @@ league_app = typer.Typer(no_args_is_help=True, help="Leagues of trained checkpoi
 app.add_typer(tournament_app, name="tournament")
 app.add_typer(league_app, name="league")
 
-console = Console()
+# Piped output (logs, CI) gets a wide fixed width so tables are not truncated to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 180)
 err_console = Console(stderr=True)
 T = TypeVar("T")
 
@@ -236,6 +237,10 @@ def tournament_run(
     db: Annotated[Path | None, typer.Option(help="SQLite results file.")] = None,
     workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 2,
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default: RAY_ADDRESS or local).")
+    ] = None,
+    chunk_size: Annotated[int, typer.Option(help="Episodes per worker task.")] = 32,
 ) -> None:
     """Run (or resume) a round-robin tournament, storing every episode."""
     from tournaments.config import TournamentConfig
@@ -244,7 +249,14 @@ def tournament_run(
     def run() -> Any:
         config = TournamentConfig.from_toml(config_path)
         path = db if db is not None else Path(f"{config.name}.db")
-        return run_tournament(config, path, workers=workers, executor=executor)
+        return run_tournament(
+            config,
+            path,
+            workers=workers,
+            executor=executor,
+            chunk_size=chunk_size,
+            ray_address=ray_address,
+        )
 
     summary = _guard(run)
     console.print(summary.table() if hasattr(summary, "table") else summary)

@@ -16,7 +16,12 @@ writer only runs SQL. Executors:
 An episode already in the store is skipped, so a killed run resumes where it stopped. Episodes
 are identified by their players and scenario (see :mod:`tournaments.store`): when two pairings
 give the same lineup on a scenario (a pool can draw the same specs as a fixed entry), the episode
-is played once and counted for both.
+is played once and counted for both. Run one runner per tournament and database at a time: two
+would play the same episodes and the second to store one fails on the unique key.
+
+Episodes are played with each agent's ``act`` (:func:`tournaments.match.play_episode`): immediate
+for scripted agents, one back-end call per turn for LLM agents (the batched engine,
+:mod:`agents.engine`, is the fast path for those).
 
 Command line (the ``arena tournament run`` command calls :func:`run_tournament` the same way)::
 

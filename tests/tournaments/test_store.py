@@ -158,8 +158,8 @@ def test_opening_a_version_1_database_upgrades_it_and_keeps_its_rows(tmp_path: P
 
 def test_a_database_written_by_newer_code_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
-    with Store.open(path) as store:
-        store.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(99)])
+    with Store.open(path) as store, store._transaction():
+        store.db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(ValueError, match="schema version 99, newer than"):
         Store.open(path)
 

@@ -1,0 +1,230 @@
+"""Prompt templates: what each role is told, and what it must never be told (planted secrets)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from agents.prompts import (
+    buyer_system_prompt,
+    fill,
+    narration_note,
+    observation,
+    persona_text,
+    personas,
+    seller_system_prompt,
+    template,
+    template_names,
+)
+from arena.catalog import Product
+from arena.config import MarketConfig, get_preset
+from arena.game import Market
+from arena.protocol import BuyerMessage, Kind, SellerMessage, parse_buyer, parse_seller
+from arena.scenarios import Scenario, make_scenario
+
+PRODUCT = Product(
+    id="planted-widget_9",
+    category="planted",
+    title="Planted Widget",
+    description="A widget used to plant secrets.",
+    features="Shiny\nSturdy",
+    list_price=1234.56,
+    cost=987.65,
+)
+COST_TEXT = "987.65"
+BUDGETS = (1111.11, 1313.13, 1090.90)
+OPENINGS = (321.09, 333.33, 345.67)
+
+
+def planted_scenario(config: MarketConfig) -> Scenario:
+    return Scenario(
+        seed=0,
+        index=0,
+        products=(PRODUCT,),
+        stock=(1,),
+        valuations=tuple((b,) for b in BUDGETS),
+        tiers=(2, 0, 1),
+        first_offers=OPENINGS,
+        opening_products=(0, 0, 0),
+        slot_draws=(0.1, 0.5, 0.9),
+        episode_seed=7,
+    )
+
+
+def example_block(prompt: str) -> str:
+    return prompt.split("Example:\n", 1)[1]
+
+
+def market_scenario(config: MarketConfig, seed: int = 3) -> tuple[Market, Scenario]:
+    from arena.catalog import load_catalog
+
+    scenario = make_scenario(config, load_catalog(None), seed, 0)
+    return Market(config, scenario), scenario
+
+
+def open_market(market: Market) -> None:
+    """Play every buyer's opening with its regulated (or a small) bid."""
+    scenario = market.scenario
+    for i in range(scenario.num_buyers):
+        price = scenario.first_offers[i] or round(0.3 * scenario.budgets[i], 2)
+        product = "" if not market.multi else f"Product: {scenario.opening_products[i] + 1}\n"
+        market.step(f"Thought: open\n{product}Talk: hello\nAction: [BUY] ${price:.2f}")
+
+
+def test_seller_prompt_states_n_k_t_cost_list_price_and_the_four_line_format() -> None:
+    config = get_preset("in-distribution")
+    market, scenario = market_scenario(config)
+    open_market(market)
+    prompt = seller_system_prompt(market.seller_view(), config.total_turns)
+    product = scenario.products[0]
+    assert "with 3 buyers at once" in prompt
+    assert "one of your 7 messages in total" in prompt
+    assert "at most 3 messages to any one buyer" in prompt
+    assert f"Your private cost for this product is ${product.cost:,.2f}" in prompt
+    assert f"List price: ${product.list_price:,.2f}" in prompt
+    assert f"codename {product.id}" in prompt
+    for label in ("Thought:", "Target:", "Talk:", "Action:"):
+        assert f"\n{label} <" in prompt
+    assert "Product:" not in prompt
+
+
+def test_seller_prompt_example_is_a_valid_message_above_cost() -> None:
+    config = get_preset("in-distribution")
+    market, scenario = market_scenario(config)
+    open_market(market)
+    message = parse_seller(example_block(seller_system_prompt(market.seller_view(), 7)))
+    assert isinstance(message, SellerMessage)
+    assert message.kind is Kind.SELL
+    assert message.price is not None and message.price >= scenario.costs[0]
+    assert 0 <= message.buyer < 3
+
+
+def test_buyer_prompt_example_is_a_valid_bid_within_budget() -> None:
+    config = get_preset("in-distribution")
+    market, scenario = market_scenario(config)
+    for i in range(3):
+        message = parse_buyer(example_block(buyer_system_prompt(market.buyer_view(i))))
+        assert isinstance(message, BuyerMessage)
+        assert message.kind is Kind.BUY
+        assert message.price is not None and 0 < message.price <= scenario.budgets[i]
+
+
+def test_regulated_buyer_prompt_names_its_required_opening_price() -> None:
+    config = get_preset("in-distribution")
+    market, scenario = market_scenario(config)
+    prompt = buyer_system_prompt(market.buyer_view(1))
+    assert f"it must be exactly [BUY] ${scenario.first_offers[1]:,.2f}." in prompt
+    assert f"Your private budget for this product is ${scenario.budgets[1]:,.2f}" in prompt
+    assert "at most 3 messages" in prompt
+
+
+def test_unregulated_buyer_prompt_leaves_the_opening_free() -> None:
+    config = get_preset("ood")
+    market, _ = market_scenario(config)
+    prompt = buyer_system_prompt(market.buyer_view(0))
+    assert "you choose its price" in prompt
+    assert "must be exactly" not in prompt
+
+
+def test_multi_product_prompts_add_the_product_field_and_single_product_ones_do_not() -> None:
+    multi = dataclasses.replace(get_preset("in-distribution"), num_products=2, stock=1)
+    market, scenario = market_scenario(multi, seed=11)
+    buyer = buyer_system_prompt(market.buyer_view(0))
+    open_market(market)
+    seller = seller_system_prompt(market.seller_view(), multi.total_turns)
+    for prompt in (seller, buyer):
+        assert "\nProduct: <the number of the product, 1 to 2>" in prompt
+        assert "Product 1 (codename" in prompt and "Product 2 (codename" in prompt
+    for p, product in enumerate(scenario.products):
+        assert f"- Product {p + 1}: cost ${product.cost:,.2f}, stock 1" in seller
+        assert f"- Product {p + 1}: ${scenario.valuations[0][p]:,.2f}" in buyer
+    assert parse_seller(example_block(seller), multi_product=True).product == 0  # type: ignore[union-attr]
+    example = parse_buyer(example_block(buyer), multi_product=True)
+    assert example.product == scenario.opening_products[0]  # type: ignore[union-attr]
+
+
+def test_buyer_prompts_never_contain_the_cost_or_other_buyers_secrets() -> None:
+    """Planted secrets: a distinctive cost, budgets, openings, a seller Thought and Talk to
+    another buyer. Every buyer's system prompt and every observation it gets is checked."""
+    config = get_preset("in-distribution")
+    market = Market(config, planted_scenario(config))
+    seen: dict[int, list[str]] = {0: [], 1: [], 2: []}
+
+    def buyer_turn(text: str) -> None:
+        i = market.buyer
+        view = market.buyer_view(i)
+        seen[i] += [buyer_system_prompt(view, "deceptive"), observation(view)]
+        market.step(text)
+
+    for i in range(3):
+        buyer_turn(f"Thought: BUYER{i}-THOUGHT\nTalk: BUYER{i}-TALK\nAction: [BUY] ${OPENINGS[i]}")
+    for target, thought, talk in ((2, "SELLER-THOUGHT-A", "TALK-TO-2"),
+                                   (1, "SELLER-THOUGHT-B", "TALK-TO-1")):  # fmt: skip
+        market.step(f"Thought: {thought}\nTarget: {target}\nTalk: {talk}\nAction: [SELL] $1,200.00")
+        buyer_turn(f"Thought: BUYER{target - 1}-REPLY\nTalk: ok\nAction: [BUY] $1,000.00")
+
+    for i, texts in seen.items():
+        joined = "\n".join(texts)
+        assert COST_TEXT not in joined
+        assert "SELLER-THOUGHT" not in joined and "Target" not in joined
+        for j in range(3):
+            if j != i:
+                assert f"{BUDGETS[j]:,.2f}" not in joined
+                assert f"{OPENINGS[j]:.2f}" not in joined
+                assert f"BUYER{j}-" not in joined
+        assert f"${BUDGETS[i]:,.2f}" in joined
+    assert "TALK-TO-2" in "\n".join(seen[1]) and "TALK-TO-2" not in "\n".join(seen[0])
+    assert "TALK-TO-1" in "\n".join(seen[0]) and "TALK-TO-1" not in "\n".join(seen[1])
+
+
+def test_seller_prompt_never_contains_buyer_budgets_or_buyer_thoughts() -> None:
+    config = get_preset("in-distribution")
+    market = Market(config, planted_scenario(config))
+    for i in range(3):
+        market.step(f"Thought: BUYER{i}-THOUGHT\nTalk: hi\nAction: [BUY] ${OPENINGS[i]}")
+    view = market.seller_view()
+    text = seller_system_prompt(view, config.total_turns) + observation(view)
+    for budget in BUDGETS:
+        assert f"{budget:,.2f}" not in text
+    assert "THOUGHT" not in text
+    assert COST_TEXT in text
+
+
+def test_every_placeholder_of_every_system_prompt_is_filled() -> None:
+    for name in ("in-distribution", "ood", "bilateral"):
+        config = get_preset(name)
+        market, _ = market_scenario(config)
+        buyer = buyer_system_prompt(market.buyer_view(0), "hostile")
+        open_market(market)
+        seller = seller_system_prompt(market.seller_view(), config.total_turns, "cooperative")
+        for prompt in (buyer, seller):
+            assert re.search(r"\{[a-z_]+\}", prompt) is None
+            assert "\n\n\n" not in prompt
+
+
+def test_personas_are_fragments_selected_by_name() -> None:
+    assert set(personas()) == {"cooperative", "hostile", "deceptive"}
+    config = get_preset("in-distribution")
+    market, _ = market_scenario(config)
+    plain = buyer_system_prompt(market.buyer_view(0))
+    hostile = buyer_system_prompt(market.buyer_view(0), "hostile")
+    assert persona_text("hostile") in hostile and "Persona:" not in plain
+    assert persona_text("") == ""
+    with pytest.raises(ValueError, match="unknown persona 'grumpy'"):
+        persona_text("grumpy")
+
+
+def test_fill_names_a_missing_placeholder_and_unknown_templates_are_errors() -> None:
+    with pytest.raises(KeyError, match="budget"):
+        fill("Your budget is {budget}.", {"cost": 1})
+    with pytest.raises(ValueError, match="no prompt template 'nope'"):
+        template("nope")
+    assert {"seller_system", "buyer_system", "narration"} <= set(template_names())
+
+
+def test_narration_note_shows_the_fixed_move() -> None:
+    note = narration_note("Target: 2\nAction: [SELL] $10.00")
+    assert "Target: 2\nAction: [SELL] $10.00" in note
+    assert "unchanged" in note
