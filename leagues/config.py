@@ -22,9 +22,11 @@
     total_turns = 6
 
 Every table refuses unknown keys with a message naming them. Relative paths: ``catalog`` and
-``folder`` are read from the TOML file's folder; ``model`` is special (see
-:meth:`LearnerConfig.model`): ``"tiny"`` or a relative path that does not exist yet means "build the
-project's tiny test model there, inside the league folder".
+``folder`` are read from the TOML file's folder. ``model`` is special: an absolute path must be a
+model folder; a relative path naming a model folder next to the TOML file is used as is; ``"tiny"``
+or any other relative path means "the project's tiny test model at that path inside the league
+folder, built there if absent" (:mod:`leagues.models`), so an example league runs on a fresh
+clone.
 """
 
 from __future__ import annotations
@@ -228,8 +230,17 @@ class LearnerConfig:
     warm_start_episodes: int = field(
         default=256, metadata=_help("Scripted episodes to fit on for the warm start.")
     )
-    warm_start_epochs: int = field(default=2, metadata=_help("Passes over the warm-start data."))
-    train: TrainConfig = field(default_factory=TrainConfig, metadata=_help("[league.learner.train]"))
+    warm_start_steps: int = field(
+        default=200, metadata=_help("Optimizer steps of the warm-start fit (batches of 8 turns).")
+    )
+    warm_start_lr: float = field(default=3e-3, metadata=_help("Learning rate of the warm start."))
+    eval_batch_size: int = field(
+        default=32,
+        metadata=_help("Prompts per generate() call when evaluating on the hf back-end."),
+    )
+    train: TrainConfig = field(
+        default_factory=TrainConfig, metadata=_help("[league.learner.train]")
+    )
 
     def __post_init__(self) -> None:
         where = "league.learner"
@@ -241,8 +252,20 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.opponents must be one of {', '.join(STRATEGIES)}, got {self.opponents!r}"
             )
-        for name in ("steps_per_generation", "eval_episodes", "warm_start_epochs"):
+        for name in (
+            "steps_per_generation",
+            "eval_episodes",
+            "warm_start_steps",
+            "eval_batch_size",
+        ):
             _positive_int(where, name, getattr(self, name))
+        if not (isinstance(self.warm_start_lr, float) and self.warm_start_lr > 0):
+            raise ValueError(f"{where}.warm_start_lr must be a positive number")
+        if self.side == "self-play" and self.train.scenarios_per_step % 2:
+            raise ValueError(
+                f"{where}.side = 'self-play' trains the seller and buyer seats of each scenario "
+                "together: train.batch_size / train.group_size must be even"
+            )
         _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
         if self.warm_start:
             _check_spec(f"{where}.warm_start", self.warm_start, self.warm_start_role)
@@ -254,10 +277,17 @@ class LearnerConfig:
         return "buyer" if self.side == "buyer" else "seller"
 
     def side_of(self, generation: int) -> str:
-        """The side trained in ``generation``: ``both`` alternates, seller first."""
+        """The side trained in ``generation`` (1-based): ``both`` alternates, seller first."""
         if self.side == "both":
-            return "seller" if generation % 2 == 0 else "buyer"
+            return "seller" if generation % 2 == 1 else "buyer"
         return self.side
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The roles the learner's checkpoints play."""
+        if self.side in ("both", "self-play"):
+            return ("seller", "buyer")
+        return (self.side,)
 
 
 @dataclass(frozen=True)
@@ -287,6 +317,13 @@ class LeagueConfig:
     bootstrap_rounds: int = field(
         default=200, metadata=_help("Bootstrap resamples for rating intervals.")
     )
+    cpu_threads: int = field(
+        default=0,
+        metadata=_help(
+            "torch threads on CPU; 0 keeps torch's default. 1 is fastest for tiny models on a "
+            "busy machine (threads of small ops stall when the cores are shared)."
+        ),
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -300,7 +337,7 @@ class LeagueConfig:
                 raise ValueError(f"league.{role}s lists a spec twice")
             for spec in specs:
                 _check_spec(f"league.{role}s", spec, role)
-        for name in ("generations", "bootstrap_rounds"):
+        for name in ("generations", "bootstrap_rounds", "cpu_threads"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"league.{name} must be an integer >= 0, got {value!r}")
@@ -361,9 +398,16 @@ class LeagueConfig:
         train = learner_values.get("train", {})
         if not isinstance(train, Mapping):
             raise ValueError("league.learner.train must be a table ([league.learner.train])")
-        learner_values["train"] = TrainConfig(**_known(train, TrainConfig, "[league.learner.train]"))
+        learner_values["train"] = TrainConfig(
+            **_known(train, TrainConfig, "[league.learner.train]")
+        )
         if "model" not in learner_values:
             raise ValueError("[league.learner] needs model (a model folder, or 'tiny')")
+        model = learner_values["model"]
+        if isinstance(model, str) and model != TINY and base is not None:
+            local = base / model
+            if not Path(model).is_absolute() and (local / "config.json").is_file():
+                learner_values["model"] = str(local)
         values["learner"] = LearnerConfig(**learner_values)
         for key in ("catalog", "folder"):
             path = values.get(key)
@@ -397,7 +441,9 @@ def _known(data: Mapping[str, Any], cls: type, table: str) -> dict[str, Any]:
     fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ValueError(f"unknown key(s) in {table}: {', '.join(unknown)}; known: {', '.join(fields)}")
+        raise ValueError(
+            f"unknown key(s) in {table}: {', '.join(unknown)}; known: {', '.join(fields)}"
+        )
     return dict(data)
 
 

@@ -248,7 +248,9 @@ class _Episode:
 
     def _view(self) -> Any:
         market = self.market
-        return market.seller_view() if market.current == "seller" else market.buyer_view(market.buyer)
+        return (
+            market.seller_view() if market.current == "seller" else market.buyer_view(market.buyer)
+        )
 
     def advance(self) -> tuple[str, str, ChatRequest] | None:
         """Play immediate agents until the episode ends (None) or a model must answer:
@@ -272,7 +274,8 @@ class _Episode:
         stream = self.streams[name]
         chat = self.policy.chat
         if not stream.replies:
-            addition = chat.prompt_ids(request.messages)
+            stream.prompt_ids = chat.prompt_ids(request.messages)
+            addition = []
         else:
             addition = chat.glue_ids(request.messages, stream.completion_ids[-1])
         needed = len(stream.context) + len(addition) + self.policy.max_new_tokens
@@ -283,10 +286,7 @@ class _Episode:
             )
             self.pending = None
             return False
-        if not stream.replies:
-            stream.prompt_ids = addition
-        else:
-            stream.add(addition, None, trained=False)
+        stream.add(addition, None, trained=False)
         return True
 
     def learner_reply(self, ids: list[int], logprobs: list[float]) -> None:
@@ -338,9 +338,13 @@ class _Episode:
         if not stream.prompt_ids:
             index = int(name.removeprefix("buyer_")) - 1 if name != "seller" else 0
             view = self.market.seller_view() if name == "seller" else self.market.buyer_view(index)
-            stream.prompt_ids = self.policy.chat.prompt_ids(self.agents[name].request(view).messages)
+            stream.prompt_ids = self.policy.chat.prompt_ids(
+                self.agents[name].request(view).messages
+            )
         tokenizer = self.policy.chat.tokenizer
-        end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+        end = (
+            tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+        )
         stream.add([end], None, trained=False)
 
 
@@ -531,8 +535,15 @@ def eval_mode(model: Any) -> Iterator[Any]:
 class HFGenerator:
     """Sampling with the model's own ``generate`` (CPU, or GPU without vLLM), in chunks."""
 
-    def __init__(self, model: Any, tokenizer: Any, temperature: float, top_p: float,
-                 max_new_tokens: int, chunk: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        chunk: int,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature

@@ -164,5 +164,7 @@ def _check_matrix(payoff: np.ndarray) -> np.ndarray:
     if matrix.ndim != 2 or matrix.size == 0:
         raise ValueError(f"payoff must be a non-empty 2-D matrix, got shape {matrix.shape}")
     if not np.all(np.isfinite(matrix)):
-        raise ValueError("payoff has missing (NaN) or infinite entries; every pair must have played")
+        raise ValueError(
+            "payoff has missing (NaN) or infinite entries; every pair must have played"
+        )
     return matrix

@@ -64,8 +64,8 @@ class TrainJob:
     adapter_dir: Path
     """Where the trained adapter is saved at the end."""
     seed: int
-    learner_name: str = "learner"
-    """The learner's name in the rollouts' episode records."""
+    learner_name: str = "hf:learner"
+    """The learner's agent spec in the rollouts' episode records (never stored)."""
 
     def __post_init__(self) -> None:
         needed = self.steps * self.train.scenarios_per_step
@@ -79,7 +79,7 @@ class TrainJob:
 
 
 def check_model_folder(path: str | Path) -> Path:
-    """``path`` as a local causal-LM folder whose tokenizer has a chat template, or a clear error."""
+    """``path`` as a local causal-LM folder, or a clear error."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"learner model folder {folder} does not exist")
@@ -186,7 +186,9 @@ def load_policy_model(job: TrainJob, device: str, dtype: str) -> tuple[Any, Any]
         r=train.lora_r,
         lora_alpha=train.lora_alpha,
         lora_dropout=train.lora_dropout,
-        target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
+        target_modules=targets
+        if targets == "all-linear"
+        else [t.strip() for t in targets.split(",")],
         task_type="CAUSAL_LM",
     )
     return base, config
@@ -214,15 +216,22 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
         limit = train.max_episode_tokens or model_context(trainer.model)
         if train.use_vllm:
             stops = stop_token_ids(trainer.model, tokenizer)
-            policy = Policy(job.learner_name, chat, VLLMGenerator(trainer, stops),
-                            train.max_new_tokens, limit)  # fmt: skip
+            policy = Policy(
+                job.learner_name, chat, VLLMGenerator(trainer, stops), train.max_new_tokens, limit
+            )
             return rollout_batch(rows, job.market, policy, seed)
         with (
             unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model,
             eval_mode(model),
         ):
-            generate = HFGenerator(model, tokenizer, train.temperature, train.top_p,
-                                   train.max_new_tokens, train.micro_batch_size)  # fmt: skip
+            generate = HFGenerator(
+                model,
+                tokenizer,
+                train.temperature,
+                train.top_p,
+                train.max_new_tokens,
+                train.micro_batch_size,
+            )
             policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
             return rollout_batch(rows, job.market, policy, seed)
 
@@ -238,7 +247,7 @@ def model_context(model: Any) -> int:
 def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
     """A GRPOTrainer for the job, with the step hook attached."""
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from transformers import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer
 
     device, dtype = resolve_device(job.train)
@@ -253,7 +262,7 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
             if on_step is not None and logs and "reward" in logs:
                 on_step(int(state.global_step), dict(logs))
 
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=model,
         reward_funcs=[learner_reward],
         args=grpo_config(job, device, dtype),
@@ -263,6 +272,9 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
         rollout_func=make_rollout_func(job, tokenizer),
         callbacks=[StepRecorder()],
     )
+    # The step hook reports progress; the default printer would dump every log dict to stdout.
+    trainer.remove_callback(PrinterCallback)
+    return trainer
 
 
 def last_checkpoint(output_dir: Path) -> Path | None:
@@ -347,4 +359,3 @@ def adapter_weights(adapter: Path) -> dict[str, Any]:
 def lora_parameters(model: Any) -> dict[str, Any]:
     """Copies of a model's trainable LoRA tensors by name."""
     return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
-

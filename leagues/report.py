@@ -1,0 +1,217 @@
+"""League sections for ``arena report``: training curves (paper Figures 4-9) and ratings per
+generation, as (title, PNG, text) sections for :func:`tournaments.report.write_report`.
+
+    from leagues.report import league_sections
+    write_report(db, out, extra_sections=lambda out_dir: league_sections(db, out_dir))
+
+Plots use matplotlib's object API with the Agg canvas, imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tournaments.store import Store
+
+CURVES: tuple[tuple[str, str], ...] = (
+    ("reward", "Reward (Fig. 4)"),
+    ("sell_below_cost_error_rate", "Sell-Below-Cost Error Rate (Fig. 5)"),
+    ("deal_rate", "Deal Rate (Fig. 6)"),
+    ("surplus_extraction_ratio", "Seller Surplus Extraction, deal only (Fig. 7)"),
+    ("distinct_buyers_engaged", "Distinct Buyers Engaged (Fig. 8)"),
+    ("deal_on_top_buyer_rate", "Deal on Top Buyer Rate (Fig. 9)"),
+    ("loss", "Loss"),
+    ("clip_ratio", "Clip ratio"),
+)
+"""(training_steps column, panel title) of the training-curve figure."""
+
+SIDE_COLORS = {"seller": "tab:blue", "buyer": "tab:orange", "self-play": "tab:green"}
+
+Section = tuple[str, Path | None, str]
+
+
+def leagues_in(store: Store) -> list[str]:
+    """Names of the leagues stored in the database."""
+    if "league_runs" not in store.db.table_names():
+        return []
+    return [row[0] for row in store.db.execute("SELECT name FROM league_runs ORDER BY created")]
+
+
+def _figure(rows: int, cols: int, width: float, height: float) -> tuple[Any, Any]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(rows, cols, squeeze=False)
+
+
+def plot_training_curves(steps: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
+    """One panel per metric over league steps; dashed lines mark generation boundaries."""
+    fig, axes = _figure(2, 4, 16.0, 7.0)
+    boundaries = sorted(
+        {s["league_step"] - s["step"] for s in steps if s["step"] == 1 and s["league_step"] > 1}
+    )
+    from matplotlib.ticker import MaxNLocator
+
+    last = max((s["league_step"] for s in steps), default=1)
+    for ax, (column, name) in zip(axes.flat, CURVES, strict=True):
+        plotted = False
+        for side, color in SIDE_COLORS.items():
+            points = [
+                (s["league_step"], s[column])
+                for s in steps
+                if s["side"] == side and s[column] is not None
+            ]
+            if points:
+                ax.plot(
+                    *zip(*points, strict=True), marker="o", markersize=3, color=color, label=side
+                )
+                plotted = True
+        for b in boundaries:
+            ax.axvline(b + 0.5, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_xlim(0.5, last + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("training step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if not plotted:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    if axes.flat[0].get_legend_handles_labels()[0]:
+        axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def plot_generation_ratings(ratings: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
+    """Each agent's Bradley-Terry rating after every generation, with its 95% interval."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = _figure(1, 2, 14.0, 5.0)
+    for ax, role in zip(axes.flat, ("seller", "buyer"), strict=True):
+        agents = sorted(
+            {r["label"] for r in ratings if r["role"] == role and r["rating"] is not None}
+        )
+        for k, label in enumerate(agents):
+            rows = sorted(
+                (
+                    r
+                    for r in ratings
+                    if r["role"] == role and r["label"] == label and r["rating"] is not None
+                ),
+                key=lambda r: r["generation"],
+            )
+            xs = [r["generation"] + (k - len(agents) / 2) * 0.03 for r in rows]
+            ys = [r["rating"] for r in rows]
+            low = [r["rating"] - _or(r["ci_low"], r["rating"]) for r in rows]
+            high = [_or(r["ci_high"], r["rating"]) - r["rating"] for r in rows]
+            ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=label)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(f"{role} ratings per generation", fontsize=10)
+        ax.set_xlabel("generation (0: before training)", fontsize=8)
+        ax.set_ylabel("Bradley-Terry rating (Elo scale)", fontsize=8)
+        if agents:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no ratings", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def ratings_text(ratings: Sequence[dict[str, Any]]) -> str:
+    """The ratings of every generation as aligned text lines."""
+    lines = []
+    for generation in sorted({r["generation"] for r in ratings}):
+        lines.append(f"after generation {generation}:")
+        for r in ratings:
+            if r["generation"] != generation:
+                continue
+            rating = "-" if r["rating"] is None else f"{r['rating']:7.1f}"
+            interval = (
+                ""
+                if r["ci_low"] is None or r["ci_high"] is None
+                else f"[{r['ci_low']:.0f}, {r['ci_high']:.0f}]"
+            )
+            reward = "-" if r["reward"] is None else f"{r['reward']:+.3f}"
+            lines.append(
+                f"  {r['role']:<6} {r['label']:<40} {rating} {interval:<14} "
+                f"episodes {r['episodes']:<5} mean reward {reward}"
+            )
+    return "\n".join(lines)
+
+
+def steps_text(steps: Sequence[dict[str, Any]]) -> str:
+    """The last step of every generation, as text."""
+    lines = []
+    for generation in sorted({s["generation"] for s in steps}):
+        last = max((s for s in steps if s["generation"] == generation), key=lambda s: s["step"])
+        parts = [f"generation {generation} ({last['side']}), step {last['step']}:"]
+        for column, _ in CURVES:
+            value = last[column]
+            if value is not None and not math.isnan(value):
+                parts.append(f"{column} {value:.3f}")
+        lines.append(" ".join(parts))
+    return "\n".join(lines)
+
+
+def league_sections(
+    db_path: str | Path, out_dir: str | Path, league: str | None = None
+) -> list[Section]:
+    """(title, PNG, text) sections for every league in the database (or the one named)."""
+    from leagues.league import league_ratings, training_steps
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sections: list[Section] = []
+    with Store.open(db_path) as store:
+        names = leagues_in(store) if league is None else [league]
+        for name in names:
+            safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+            steps = training_steps(store, name)
+            ratings = league_ratings(store, name)
+            curves = plot_training_curves(
+                steps, out / f"league_{safe}_training.png", f"{name}: training curves"
+            )
+            sections.append(
+                (
+                    f"League {name}: training curves (Figures 4-9)",
+                    curves,
+                    "Per optimizer step, over the step's rollout batch: the learner's reward and "
+                    "the Section 4.1 metrics of its episodes, the loss and the clip ratio. "
+                    "Dashed lines separate generations.\n" + steps_text(steps),
+                )
+            )
+            board = plot_generation_ratings(
+                ratings, out / f"league_{safe}_ratings.png", f"{name}: ratings per generation"
+            )
+            sections.append(
+                (
+                    f"League {name}: ratings per generation",
+                    board,
+                    "Bradley-Terry ratings with 95% bootstrap intervals, refitted on every "
+                    "league evaluation episode after each generation.\n" + ratings_text(ratings),
+                )
+            )
+    return sections
+
+
+def write_league_report(
+    db_path: str | Path, out_dir: str | Path, league: str | None = None
+) -> Path:
+    """The project report (tournament sections) with the league sections added."""
+    from tournaments.report import write_report
+
+    return write_report(
+        db_path, out_dir, extra_sections=lambda out: league_sections(db_path, out, league)
+    )

@@ -1,0 +1,157 @@
+"""Supervised fitting on transcripts: prompt replay and teaching the tiny model the format."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.backends import close_backends
+from agents.engine import run_episodes
+from agents.finetune import chat_examples, fit_on_transcripts, tokenize_example
+from agents.testing.http_server import ScriptedChatServer
+from arena.catalog import load_catalog
+from arena.config import get_preset
+from arena.records import EpisodeRecord
+from arena.scenarios import make_scenarios
+from tournaments.match import play_many
+
+CONFIG = get_preset("in-distribution")
+FIT_LINEUP = ("scripted:time", ["scripted:time"])
+
+
+@pytest.fixture(autouse=True)
+def fresh_backends() -> Iterator[None]:
+    close_backends()
+    yield
+    close_backends()
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Torch on one thread: on a shared 2-core machine, OpenMP spinning on two threads can
+    slow small models tenfold; one thread keeps the fitting test's time predictable."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def anchor_or_counter(messages: list[dict[str, str]]) -> str:
+    """The HTTP server's player: the seller asks list price of the first active buyer; a buyer
+    opens at its regulated price, then counters once with a bid that is sometimes too high."""
+    system, last = messages[0]["content"], messages[-1]["content"]
+    if system.startswith("You are the seller"):
+        target = re.search(r"Active buyers you may target: (\d+)", last)
+        price = re.search(r"List price: (\$[\d,.]+\d)", system)
+        assert target is not None and price is not None
+        return f"Thought: t\nTarget: {target.group(1)}\nTalk: list\nAction: [SELL] {price.group(1)}"
+    opening = re.search(r"must be exactly (\$[\d,.]+\d)", last)
+    if opening is not None:
+        return f"Thought: o\nTalk: hi\nAction: [BUY] {opening.group(1)}"
+    if "rejected" in last:
+        return "Thought: q\nTalk: bye\nAction: [QUIT]"
+    return "Thought: b\nTalk: this much\nAction: [BUY] $1,000,000.00"
+
+
+def scripted_records(count: int, seed: int) -> list[EpisodeRecord]:
+    scenarios = make_scenarios(CONFIG, load_catalog(None), seed, count)
+    return play_many(CONFIG, scenarios, FIT_LINEUP[0], FIT_LINEUP[1])
+
+
+def test_replayed_prompts_equal_the_prompts_the_agents_were_sent() -> None:
+    """chat_examples rebuilds, from the stored episode alone, every chat an LLM agent sent."""
+    scenarios = make_scenarios(CONFIG, load_catalog(None), 4, 3)
+    with ScriptedChatServer(reply_text=anchor_or_counter) as server:
+        spec = f"openai:m?base_url={server.url}&max_retries=0"
+        records, _ = run_episodes(CONFIG, scenarios, spec, [spec], max_concurrent=1)
+        sent = [
+            tuple((m["role"], m["content"]) for m in r.body["messages"]) for r in server.requests
+        ]
+    examples = chat_examples(records, CONFIG)
+    assert [e.messages for e in examples] == sent
+    assert [e.reply for e in examples] == [t.text for r in records for t in r.result.turns]
+    sellers = chat_examples(records, CONFIG, roles=("seller",))
+    assert {e.role for e in sellers} == {"seller"}
+    assert len(sellers) == sum(r.result.seller_turns for r in records)
+
+
+def test_history_zero_examples_carry_only_system_and_observation() -> None:
+    examples = chat_examples(scripted_records(2, 0), CONFIG, roles=("seller",), history=0)
+    assert examples and all([r for r, _ in e.messages] == ["system", "user"] for e in examples)
+
+
+def test_records_without_turns_or_from_another_market_are_rejected() -> None:
+    record = scripted_records(1, 0)[0]
+    bare = dataclasses.replace(record, result=dataclasses.replace(record.result, turns=()))
+    with pytest.raises(ValueError, match="keep_turns=True"):
+        chat_examples([bare])
+    with pytest.raises(ValueError, match="wrong market config"):
+        chat_examples([record], dataclasses.replace(CONFIG, total_turns=1))
+    with pytest.raises(ValueError, match="roles"):
+        chat_examples([record], roles=("auctioneer",))
+
+
+def test_reply_tokens_survive_left_truncation_at_their_true_positions(tiny_model_dir: Path) -> None:
+    from agents.backends.hf_backend import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    example = chat_examples(scripted_records(1, 0), CONFIG, roles=("seller",))[0]
+    full, start, cut = tokenize_example(tokenizer, example, 100_000)
+    short, short_start, short_cut = tokenize_example(tokenizer, example, 256)
+    assert cut == 0 and len(short) == 256
+    assert short == full[short_cut:] and short_start == start - short_cut
+    assert tokenizer.decode(full[start:]).startswith(example.reply)
+
+
+def test_fitting_is_reproducible_for_a_seed(tiny_model_dir: Path, tmp_path: Path) -> None:
+    records = scripted_records(2, 0)
+    runs = [
+        fit_on_transcripts(tiny_model_dir, records, tmp_path / f"fit{i}", steps=3, lr=1e-3,
+                           seed=7, batch_size=2, max_length=128)
+        for i in range(2)
+    ]  # fmt: skip
+    assert runs[0].losses == runs[1].losses and len(runs[0].losses) == 3
+    assert (tmp_path / "fit0" / "fit_report.json").is_file()
+    assert (tmp_path / "fit0" / "tokenizer.json").is_file()
+
+
+def seller_parse_rate(model: Path) -> tuple[float, float]:
+    """(share of seller messages that parse, share that are valid) over 16 fresh episodes."""
+    scenarios = make_scenarios(CONFIG, load_catalog(None), 99, 16)
+    spec = f"hf:{model}?device=cpu&temperature=0&max_tokens=64&history=0&batch_size=16"
+    records, _ = run_episodes(CONFIG, scenarios, spec, ["scripted:time"])
+    turns = [t for r in records for t in r.result.turns if t.agent == "seller"]
+    return sum(t.kind is not None for t in turns) / len(turns), sum(t.valid for t in turns) / len(
+        turns
+    )
+
+
+@pytest.mark.slow
+def test_a_briefly_fitted_tiny_model_mostly_writes_parseable_seller_messages(
+    tiny_model_dir: Path, tmp_path: Path, one_thread: None
+) -> None:
+    """Random weights write garbage; a short fit on scripted play teaches the format.
+
+    Recipe (cheap on CPU): 200 steps on 256-token windows (the reply and the latest context, at
+    their true positions), then 80 steps on whole prompts so the model copes with the full
+    ~1,700-token seller prompt it reads at play time.
+    """
+    before, _ = seller_parse_rate(tiny_model_dir)
+    records = scripted_records(32, 1)
+    warm = fit_on_transcripts(tiny_model_dir, records, tmp_path / "warm", steps=200, lr=3e-3,
+                              seed=0, roles=("seller",), batch_size=8, max_length=256,
+                              history=0)  # fmt: skip
+    fitted = fit_on_transcripts(tmp_path / "warm", records, tmp_path / "fitted", steps=80,
+                                lr=1e-3, seed=1, roles=("seller",), batch_size=1,
+                                max_length=2048, history=0)  # fmt: skip
+    after, valid = seller_parse_rate(tmp_path / "fitted")
+    assert warm.losses[-1] < warm.losses[0] / 4
+    assert fitted.losses[0] < warm.losses[0] / 2
+    assert before < 0.05
+    assert after > 0.5, (after, valid)

@@ -1,0 +1,135 @@
+"""Fixtures of the league tests: the tiny model's tokenizer, and text policies that read the
+learner's token stream and answer with valid protocol messages (real agents in the learner's
+seat, so multi-turn episodes happen without a trained model)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from leagues.rollout import Generate
+
+PRICE = r"\$([0-9]+(?:\.[0-9]+)?)"
+
+
+def _last(pattern: str, text: str) -> str | None:
+    found = re.findall(pattern, text)
+    return found[-1] if found else None
+
+
+def seller_reply(text: str, rng: np.random.Generator) -> str:
+    """A valid seller move read off the rendered conversation: [SELL] at a random price between
+    cost and list to a random active buyer."""
+    list_price = float(re.findall(r"List price: " + PRICE, text)[0])
+    cost = float(_last(r"below your cost " + PRICE, text))
+    active = [int(b) for b in _last(r"Active buyers you may target: ([0-9, ]+)\.", text).split(",")]
+    target = int(rng.choice(active))
+    price = round(float(rng.uniform(cost, list_price)), 2)
+    return f"Thought: Probe.\nTarget: {target}\nTalk: I can do ${price:.2f}.\nAction: [SELL] ${price:.2f}"
+
+
+def buyer_reply(text: str, rng: np.random.Generator) -> str:
+    """A valid buyer move: accept an affordable [SELL] half the time, else bid below budget."""
+    budget = float(re.findall(r"Your private budget for this product is " + PRICE, text)[0])
+    required = _last(r"Your opening offer must be exactly " + PRICE, text)
+    offer = _last(r"Seller action: \[SELL\] " + PRICE, text)
+    if offer is not None and float(offer) <= budget and rng.random() < 0.5:
+        return "Thought: Fine.\nTalk: Deal.\nAction: [DEAL]"
+    price = float(required) if required and offer is None else budget * rng.uniform(0.3, 0.9)
+    return f"Thought: Bid.\nTalk: How about ${price:.2f}?\nAction: [BUY] ${price:.2f}"
+
+
+@pytest.fixture()
+def text_policy() -> Callable[[Any], Generate]:
+    """``make(tokenizer)``: a generator that answers every stream with a valid move of the
+    stream's role (read off its system prompt) and the end-of-turn token, logprob 0 each."""
+
+    def make(tokenizer: Any) -> Generate:
+        def generate(streams: list[list[int]], seed: int) -> list[tuple[list[int], list[float]]]:
+            rng = np.random.default_rng(seed)
+            out = []
+            for stream in streams:
+                context = tokenizer.decode(stream)
+                reply = seller_reply if "You are the seller" in context else buyer_reply
+                text = reply(context, rng)
+                ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+                ids = [*ids, tokenizer.eos_token_id]
+                out.append((ids, [0.0] * len(ids)))
+            return out
+
+        return generate
+
+    return make
+
+
+class Quitter:
+    """A seller that ends every episode at once: a short, number-free valid move (reward 0)."""
+
+    spec = "test:quitter"
+
+    def reset(self, context: Any) -> None:
+        return None
+
+    def act(self, view: Any) -> str:
+        return "Thought: Not today.\nTarget: 1\nTalk: Thank you, goodbye.\nAction: [QUIT]"
+
+
+class Lowballer:
+    """A buyer that always bids one dollar: valid under any budget, never accepted (reward 0)."""
+
+    spec = "test:lowballer"
+
+    def reset(self, context: Any) -> None:
+        return None
+
+    def act(self, view: Any) -> str:
+        return "Thought: Cheap.\nTalk: One dollar.\nAction: [BUY] $1.00"
+
+
+@pytest.fixture(scope="session")
+def warm_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model fitted (about 20 s) to quit as a seller and lowball as a buyer.
+
+    A random model breaks the format on every turn, so every reward is -1 and GRPO has no
+    advantage to learn from; this one samples valid moves (reward 0) part of the time.
+    """
+    from agents import make_agent
+    from agents.finetune import fit_on_transcripts
+    from arena.catalog import load_catalog
+    from arena.config import get_preset
+    from arena.scenarios import make_scenarios
+    from tournaments.match import play_episode
+
+    catalog = load_catalog()
+    fits = []
+    for preset, role in (("in-distribution", "seller"), ("bilateral", "buyer")):
+        market = get_preset(preset)
+        records = []
+        for scenario in make_scenarios(market, catalog, 99, 24):
+            if role == "seller":
+                seller = Quitter()
+                buyers = [make_agent("scripted:time", "buyer") for _ in range(3)]
+            else:
+                seller, buyers = make_agent("scripted:prober", "seller"), [Lowballer()]
+            records.append(play_episode(market, scenario, seller, buyers))
+        fits.append((market, role, records))
+    model = tiny_model_dir
+    for k, (market, role, records) in enumerate(fits):
+        out = tmp_path_factory.mktemp("warm") / f"fit-{k}"
+        fit_on_transcripts(
+            model, records, out, steps=25, lr=3e-3, config=market, roles=(role,), max_length=512
+        )
+        model = out
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir: Path) -> Any:
+    from leagues.trainer import load_chat_tokenizer
+
+    return load_chat_tokenizer(tiny_model_dir)

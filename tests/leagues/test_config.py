@@ -1,0 +1,116 @@
+"""League configuration: TOML parsing, defaults from the paper, errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from leagues.config import LeagueConfig, LearnerConfig, TrainConfig
+
+ISSUE_CONFIG = """
+[league]
+name = "tiny-demo"
+preset = "in-distribution"
+generations = 2
+seed = 0
+sellers = ["scripted:satisficer", "scripted:prober"]
+buyers = ["scripted:time", "scripted:tit-for-tat"]
+[league.learner]
+model = "path/to/a/local/causal-lm"   # any local transformers model folder
+side = "seller"                       # seller | buyer | both
+steps_per_generation = 4
+opponents = "pfsp"                    # uniform | latest | pfsp | nash
+eval_episodes = 64
+"""
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-league.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "league.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_config_of_the_issue_parses_with_its_values(tmp_path):
+    config = LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG))
+    assert config.name == "tiny-demo"
+    assert config.sellers == ("scripted:satisficer", "scripted:prober")
+    assert config.learner.side == "seller"
+    assert config.learner.steps_per_generation == 4
+    assert config.learner.opponents == "pfsp"
+    assert config.learner.eval_episodes == 64
+    assert config.market_config().num_buyers == 3
+
+
+def test_the_example_league_parses_and_builds_the_tiny_model():
+    config = LeagueConfig.from_toml(EXAMPLE)
+    assert config.learner.model == "tiny"
+    assert config.learner.train.batch_size % config.learner.train.group_size == 0
+
+
+def test_train_defaults_follow_table_5():
+    train = TrainConfig()
+    assert train.loss_type == "cispo"
+    assert train.learning_rate == 3e-5
+    assert train.beta == 0.0
+    assert (train.batch_size, train.group_size) == (64, 8)
+    assert train.epsilon_high == 6.0  # the paper's CISPO clip high; unset would cap at 0.2
+    assert train.temperature == 1.0  # Table 6: seller temperature in training
+
+
+@pytest.mark.parametrize(
+    ("table", "line", "message"),
+    [
+        ("[league]", "colour = 1", r"unknown key\(s\) in \[league\]: colour"),
+        ("[league.learner]", "speed = 2", r"unknown key\(s\) in \[league.learner\]: speed"),
+        ("[league.learner.train]", "lr = 0.1", r"unknown key\(s\) in \[league.learner.train\]: lr"),
+    ],
+)
+def test_unknown_keys_are_errors_that_name_them(tmp_path, table, line, message):
+    text = ISSUE_CONFIG + "\n[league.learner.train]\n" if table.endswith("train]") else ISSUE_CONFIG
+    text = text.replace(f"{table}\n", f"{table}\n{line}\n", 1)
+    with pytest.raises(ValueError, match=message):
+        LeagueConfig.from_toml(write(tmp_path, text))
+
+
+def test_bad_values_name_the_field_and_the_fix():
+    with pytest.raises(ValueError, match="batch_size=10 must be a multiple of group_size=4"):
+        TrainConfig(batch_size=10, group_size=4)
+    with pytest.raises(ValueError, match="micro_batch_size=5 must divide batch_size=12"):
+        TrainConfig(batch_size=12, group_size=4, micro_batch_size=5)
+    with pytest.raises(ValueError, match="side must be one of seller, buyer, both, self-play"):
+        LearnerConfig(model="tiny", side="referee")
+    with pytest.raises(ValueError, match="opponents must be one of uniform, latest, pfsp, nash"):
+        LearnerConfig(model="tiny", opponents="best")
+    with pytest.raises(ValueError, match="self-play.*must be even"):
+        LearnerConfig(model="tiny", side="self-play", train=TrainConfig(batch_size=8, group_size=8))
+
+
+def test_a_bad_agent_spec_in_a_population_names_the_list(tmp_path):
+    text = ISSUE_CONFIG.replace('"scripted:prober"', '"scripted:nobody"')
+    with pytest.raises(ValueError, match="league.sellers.*nobody"):
+        LeagueConfig.from_toml(write(tmp_path, text))
+
+
+def test_both_sides_alternate_starting_with_the_seller():
+    learner = LearnerConfig(model="tiny", side="both")
+    assert [learner.side_of(g) for g in (1, 2, 3, 4)] == ["seller", "buyer", "seller", "buyer"]
+    assert learner.roles == ("seller", "buyer")
+
+
+def test_a_relative_model_folder_next_to_the_toml_is_used_as_is(tmp_path):
+    model = tmp_path / "models" / "mine"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    text = ISSUE_CONFIG.replace("path/to/a/local/causal-lm", "models/mine")
+    config = LeagueConfig.from_toml(write(tmp_path, text))
+    assert config.learner.model == str(model)
+
+
+def test_the_config_hash_is_stable_and_changes_with_the_settings(tmp_path):
+    one = LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG))
+    two = LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG.replace("seed = 0", "seed = 1")))
+    assert one.config_hash() != two.config_hash()
+    assert one.config_hash() == LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG)).config_hash()

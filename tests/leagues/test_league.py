@@ -1,0 +1,233 @@
+"""The league manager: opponent statistics from stored episodes, training rows, lineage, ratings,
+and a real two-generation league that survives a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from leagues.config import LeagueConfig
+from leagues.league import (
+    ensure_tables,
+    eval_tournament,
+    learner_payoffs,
+    mean_reward,
+    play_tournament,
+    register_league,
+    run_league,
+    training_rows,
+    win_rate,
+)
+from leagues.rollout import LEARNER
+from tournaments.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LEAGUE = """
+[league]
+name = "{name}"
+preset = "in-distribution"
+generations = 2
+seed = 0
+sellers = ["scripted:satisficer", "scripted:prober"]
+buyers = ["scripted:time", "scripted:tit-for-tat"]
+cpu_threads = 1
+bootstrap_rounds = 20
+folder = "files"
+
+[league.learner]
+model = "tiny"
+side = "{side}"
+steps_per_generation = 2
+opponents = "{opponents}"
+eval_episodes = 4
+
+[league.learner.train]
+batch_size = 4
+group_size = 2
+micro_batch_size = 4
+learning_rate = 1e-3
+max_new_tokens = 16
+"""
+
+
+def league_config(tmp_path: Path, name="t", side="seller", opponents="pfsp") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(LEAGUE.format(name=name, side=side, opponents=opponents))
+    return path
+
+
+def scripted_store(tmp_path: Path) -> tuple[Store, LeagueConfig]:
+    """A store holding a scripted round-robin under a league's name."""
+    config = LeagueConfig.from_toml(league_config(tmp_path))
+    store = Store.open(tmp_path / "s.db")
+    ensure_tables(store)
+    tournament = eval_tournament(
+        config, "t/gen-000", config.sellers, [(b,) for b in config.buyers]
+    )
+    play_tournament(store, tournament, {}, lambda _m: None)
+    return store, config
+
+
+def test_win_rates_and_payoffs_come_from_the_stored_episodes(tmp_path):
+    store, config = scripted_store(tmp_path)
+    records = store.load_records()
+    assert len(records) == 2 * 2 * config.learner.eval_episodes
+    rate = win_rate(records, "seller", "scripted:prober", "scripted:time")
+    assert 0.0 <= rate <= 1.0
+    buyer_side = win_rate(records, "buyer", "scripted:time", "scripted:prober")
+    assert math.isclose(rate + buyer_side, 1.0)
+    assert math.isnan(win_rate(records, "seller", "scripted:prober", "scripted:hardliner"))
+    payoffs = learner_payoffs(
+        records, "seller", ["scripted:prober", "nobody"], ["scripted:time", "scripted:tit-for-tat"]
+    )
+    assert payoffs.shape == (1, 2)  # the row of an agent that never played is left out
+    expected = mean_reward(records, "seller", "scripted:prober", "scripted:tit-for-tat")
+    assert payoffs[0, 1] == pytest.approx(expected)
+    store.close()
+
+
+def test_a_stored_league_with_other_settings_is_refused_but_may_grow(tmp_path):
+    store, config = scripted_store(tmp_path)
+    register_league(store, config)
+    longer = LeagueConfig.from_dict({**_raw(tmp_path), "generations": 5}, base=tmp_path)
+    register_league(store, longer)
+    with pytest.raises(ValueError, match=r"already stored in .*\(differs in: seed\)"):
+        register_league(store, LeagueConfig.from_dict({**_raw(tmp_path), "seed": 9}, base=tmp_path))
+    store.close()
+
+
+def _raw(tmp_path: Path) -> dict:
+    import tomllib
+
+    return tomllib.loads(league_config(tmp_path).read_text())["league"]
+
+
+def test_training_rows_fill_every_opponent_seat_with_the_drawn_opponent(tmp_path):
+    config = LeagueConfig.from_toml(league_config(tmp_path))
+    opponents = ["scripted:time", "scripted:tit-for-tat"]
+    rows = training_rows(config, 1, "seller", opponents, [0.0, 1.0])
+    assert len(rows) == 2 * 2  # steps x scenarios per step
+    assert all(r.seller == LEARNER and r.buyers == ("scripted:tit-for-tat",) * 3 for r in rows)
+    later = training_rows(config, 2, "seller", opponents, [0.0, 1.0])
+    assert {r.scenario.index for r in rows}.isdisjoint({r.scenario.index for r in later})
+    buyer = training_rows(config, 1, "buyer", ["scripted:prober"], [1.0])
+    assert all(r.seller == "scripted:prober" and r.buyers[0] == LEARNER for r in buyer)
+    assert all(set(r.buyers[1:]) <= set(config.buyers) for r in buyer)
+
+
+def test_self_play_rows_pair_the_seller_and_buyer_seat_of_each_scenario(tmp_path):
+    config = LeagueConfig.from_toml(league_config(tmp_path, side="self-play"))
+    rows = training_rows(config, 1, "self-play", [], [])
+    assert [r.trained for r in rows[:4]] == ["seller", "buyer_1", "seller", "buyer_1"]
+    assert rows[0].scenario == rows[1].scenario != rows[2].scenario
+    assert all(r.seller == LEARNER and set(r.buyers) == {LEARNER} for r in rows)
+
+
+@pytest.mark.slow
+def test_a_nash_league_of_both_sides_trains_registers_and_rates(tmp_path):
+    config = LeagueConfig.from_toml(league_config(tmp_path, "both", "both", "nash"))
+    summary = run_league(config, tmp_path / "both.db", log=lambda _m: None, report=False)
+    assert [g["side"] for g in summary.generations] == ["seller", "buyer"]
+    with Store.open(tmp_path / "both.db") as store:
+        agents = {a["label"]: a for a in store.db.query("SELECT * FROM agents")}
+        assert agents["gen-1-seller"]["role"] == "seller"
+        assert agents["gen-2-buyer"]["role"] == "buyer"
+        assert agents["gen-2-buyer"]["parent"] == agents["base"]["id"]
+        # The buyer checkpoint met every seller, the seller checkpoint of generation 1 included.
+        tournaments = [r[0] for r in store.db.execute("SELECT name FROM tournaments")]
+        assert tournaments == ["both/gen-000", "both/gen-001-seller", "both/gen-002-buyer"]
+        sellers = {r.seller for r in store.load_records(tournament="both/gen-002-buyer")}
+        assert agents["gen-1-seller"]["spec"] in sellers
+        plan = json.loads(
+            store.db.execute(
+                "SELECT plan FROM league_generations WHERE generation = 2"
+            ).fetchone()[0]
+        )
+        assert plan["opponents"][-1] == agents["gen-1-seller"]["spec"]
+        assert np.isclose(sum(plan["weights"]), 1.0)
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _complete_checkpoints(folder: Path) -> list[int]:
+    return sorted(
+        int(p.name.split("-")[1])
+        for p in folder.glob("checkpoint-*")
+        if (p / "trainer_state.json").is_file()
+    )
+
+
+@pytest.mark.slow
+def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_work(tmp_path):
+    config_path = league_config(tmp_path, name="kill")
+    db = tmp_path / "kill.db"
+    command = [sys.executable, "-m", "arena.cli", "league", "run", str(config_path), "--db", str(db)]
+    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
+    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and first.poll() is None:
+        if db.exists() and "training_steps" in {r[0] for r in _rows(db, "SELECT name FROM sqlite_master")}:
+            if _rows(db, "SELECT COUNT(*) FROM training_steps")[0][0] >= 1:
+                break
+        time.sleep(0.2)
+    assert first.poll() is None, first.stderr.read().decode()[-2000:]
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    trainer = tmp_path / "files" / "gen-001-seller" / "trainer"
+    saved = max(_complete_checkpoints(trainer), default=0)
+    before = {
+        step: row
+        for step, *row in _rows(db, "SELECT step, logs, logged FROM training_steps ORDER BY step")
+    }
+
+    second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert second.returncode == 0, second.stderr.decode()[-3000:]
+
+    stages = _rows(db, "SELECT generation, stage FROM league_generations ORDER BY generation")
+    assert stages == [(0, "rated"), (1, "rated"), (2, "rated")]
+    steps = _rows(db, "SELECT generation, step, league_step FROM training_steps ORDER BY 3")
+    assert steps == [(1, 1, 1), (1, 2, 2), (2, 1, 3), (2, 2, 4)]
+    after = dict(
+        (step, row)
+        for step, *row in _rows(
+            db, "SELECT step, logs, logged FROM training_steps WHERE generation = 1"
+        )
+    )
+    for step in range(1, saved + 1):
+        assert after[step] == before[step], f"step {step} was checkpointed, yet redone"
+
+    agents = _rows(db, "SELECT id, label, parent, generation, step, config_hash FROM agents "
+                       "WHERE generation IS NOT NULL ORDER BY generation")  # fmt: skip
+    base, gen1, gen2 = agents
+    assert (base[1], gen1[1], gen2[1]) == ("base", "gen-1-seller", "gen-2-seller")
+    assert gen1[2] == base[0] and gen2[2] == gen1[0]
+    assert (gen1[3], gen1[4], gen2[3], gen2[4]) == (1, 2, 2, 4)
+    assert len({a[5] for a in agents}) == 1
+
+    episodes = _rows(db, "SELECT t.name, COUNT(*) FROM episodes e JOIN tournaments t "
+                         "ON t.id = e.tournament_id GROUP BY t.name ORDER BY t.name")  # fmt: skip
+    assert episodes == [("kill/gen-000", 3 * 2 * 4), ("kill/gen-001-seller", 2 * 4),
+                        ("kill/gen-002-seller", 2 * 4)]  # fmt: skip
+    ratings = _rows(db, "SELECT generation, label, rating, ci_low, ci_high FROM league_ratings "
+                        "WHERE role = 'seller' AND rating IS NOT NULL")  # fmt: skip
+    assert {(g, label) for g, label, *_ in ratings} >= {(2, "gen-2-seller"), (1, "gen-1-seller")}
+    for _, _, rating, low, high in ratings:
+        assert low <= rating + 1e-6 and rating <= high + 1e-6
+    report = tmp_path / "files" / "report"
+    assert (report / "league_kill_training.png").is_file()
+    assert "League kill: ratings per generation" in (report / "index.html").read_text()

@@ -1,0 +1,200 @@
+"""The rollout's contract with TRL: one token stream per learner seat, masks that line up with
+the learner's own tokens, groups that share their scenario, rewards that are the environment's."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+
+from agents import make_agent
+from agents.finetune import chat_examples
+from arena.catalog import load_catalog
+from arena.config import get_preset
+from arena.scenarios import make_scenario
+from leagues.rollout import (
+    LEARNER,
+    ChatFormat,
+    GroupRow,
+    HFGenerator,
+    Policy,
+    assign_episodes,
+    learner_reward,
+    play_rollouts,
+    rollout_batch,
+)
+from leagues.trainer import load_chat_tokenizer
+from tournaments.match import play_episode
+
+MARKET = get_preset("in-distribution")
+BILATERAL = get_preset("bilateral")
+CATALOG = load_catalog()
+
+
+def seller_rows(count: int, group: int, buyer: str = "scripted:time") -> list[GroupRow]:
+    rows = []
+    for i in range(count):
+        scenario = make_scenario(MARKET, CATALOG, 3, i)
+        rows += [GroupRow(f"s{i}", scenario, LEARNER, (buyer,) * 3, "seller")] * group
+    return rows
+
+
+def policy(tokenizer, generate, max_episode_tokens: int = 16384) -> Policy:
+    return Policy("hf:learner", ChatFormat(tokenizer), generate, 64, max_episode_tokens)
+
+
+class Replay:
+    """An agent that re-sends recorded messages, to replay the learner's turns in a new market."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.spec = "replay"
+        self.texts = list(texts)
+
+    def reset(self, context) -> None:
+        return None
+
+    def act(self, view) -> str:
+        return self.texts.pop(0)
+
+
+def test_a_folder_without_a_chat_template_is_a_clear_error(tiny_model_dir, tmp_path):
+    bare = tmp_path / "no-template"
+    shutil.copytree(tiny_model_dir, bare)
+    (bare / "chat_template.jinja").unlink()
+    with pytest.raises(ValueError, match=r"no-template has no chat template; a learner needs one"):
+        load_chat_tokenizer(bare)
+
+
+def test_a_missing_model_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="learner model folder .* does not exist"):
+        load_chat_tokenizer(tmp_path / "nowhere")
+
+
+def test_masks_line_up_with_the_learners_own_tokens(tiny_tokenizer, text_policy):
+    tok = tiny_tokenizer
+    rollouts = play_rollouts(seller_rows(3, 1), MARKET, policy(tok, text_policy(tok)), seed=5)
+    assert any(len(r.streams["seller"].replies) >= 3 for r in rollouts)
+    for rollout in rollouts:
+        stream = rollout.streams["seller"]
+        n = len(stream.completion_ids)
+        assert len(stream.logprobs) == len(stream.env_mask) == n
+        trained = [t for t, m in zip(stream.completion_ids, stream.env_mask, strict=True) if m]
+        replies = tok.decode(trained, skip_special_tokens=False)
+        assert replies == "".join(reply + tok.eos_token for reply in stream.replies)
+        assert all(lp == 0.0 for lp, m in zip(stream.logprobs, stream.env_mask, strict=True) if not m)
+
+
+def test_the_stream_is_the_chat_template_rendering_of_the_agents_conversation(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    (rollout,) = play_rollouts(seller_rows(1, 1), MARKET, policy(tok, text_policy(tok)), seed=2)
+    examples = chat_examples([rollout.record], MARKET, roles=("seller",))
+    assert len(examples) == len(rollout.streams["seller"].replies) >= 2
+    chat = [*examples[-1].messages, ("assistant", examples[-1].reply)]
+    expected = tok.apply_chat_template(
+        [{"role": r, "content": c} for r, c in chat], tokenize=False
+    )
+    stream = rollout.streams["seller"]
+    decoded = tok.decode(stream.prompt_ids + stream.completion_ids, skip_special_tokens=False)
+    assert decoded + "\n" == expected
+
+
+def test_group_members_share_the_scenario_and_its_opening_prompt(tiny_tokenizer, text_policy):
+    tok = tiny_tokenizer
+    rows = seller_rows(2, 3)
+    out = rollout_batch(rows, MARKET, policy(tok, text_policy(tok)), seed=11)
+    assert len(out["prompt_ids"]) == len(rows)
+    assert out["prompt_ids"][0] == out["prompt_ids"][1] == out["prompt_ids"][2]
+    assert out["prompt_ids"][3] == out["prompt_ids"][4] == out["prompt_ids"][5]
+    assert out["prompt_ids"][0] != out["prompt_ids"][3]
+    assert len(set(out["episode"])) == len(rows)
+
+
+def test_rewards_equal_the_environments_rewards_for_the_learners_messages(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    rows = seller_rows(4, 2, buyer="scripted:tit-for-tat")
+    out = rollout_batch(rows, MARKET, policy(tok, text_policy(tok)), seed=7)
+    rewards = set()
+    for row, turns, reward in zip(rows, out["learner_turns"], out["learner_reward"], strict=True):
+        buyers = [make_agent(spec, "buyer") for spec in row.buyers]
+        replay = play_episode(MARKET, row.scenario, Replay(turns.split("\n\n")), buyers)
+        assert math.isclose(replay.result.seller_reward, reward)
+        rewards.add(round(reward, 6))
+    assert len(rewards) > 1
+
+
+def test_a_buyer_learner_in_the_bilateral_market_streams_its_own_turns(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    rows = []
+    for i in range(4):
+        scenario = make_scenario(BILATERAL, CATALOG, 1, i)
+        rows.append(GroupRow(f"b{i}", scenario, "scripted:prober", (LEARNER,), "buyer_1"))
+    rollouts = play_rollouts(rows, BILATERAL, policy(tok, text_policy(tok)), seed=3)
+    for row, rollout in zip(rows, rollouts, strict=True):
+        stream = rollout.streams["buyer_1"]
+        assert "You are a buyer" in tok.decode(stream.prompt_ids)
+        seller = make_agent(row.seller, "seller")
+        replay = play_episode(BILATERAL, row.scenario, seller, [Replay(stream.replies)])
+        assert replay.result.buyer_rewards == rollout.record.result.buyer_rewards
+        assert rollout.reward("buyer_1") == rollout.record.result.buyer_rewards[0]
+
+
+def test_self_play_entries_of_both_roles_share_their_episodes(tiny_tokenizer, text_policy):
+    tok = tiny_tokenizer
+    scenario = make_scenario(BILATERAL, CATALOG, 2, 0)
+    seller = GroupRow("s0/seller", scenario, LEARNER, (LEARNER,), "seller")
+    buyer = GroupRow("s0/buyer_1", scenario, LEARNER, (LEARNER,), "buyer_1")
+    rows = [seller, seller, buyer, buyer]
+    to_play, serving = assign_episodes(rows)
+    assert len(to_play) == 2 and serving == [0, 1, 0, 1]
+    out = rollout_batch(rows, BILATERAL, policy(tok, text_policy(tok)), seed=4)
+    assert out["episode"][0] == out["episode"][2] != out["episode"][1] == out["episode"][3]
+    assert "You are the seller" in tok.decode(out["prompt_ids"][0])
+    assert "You are a buyer" in tok.decode(out["prompt_ids"][2])
+
+
+def test_an_episode_over_max_episode_tokens_errors_and_carries_no_reward(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    out = rollout_batch(seller_rows(1, 2), MARKET, policy(tok, text_policy(tok), 800), seed=1)
+    assert out["learner_reward"] == [None, None]
+    for completion, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
+        assert len(completion) == 1 and mask == [0]
+
+
+def test_the_hf_generator_samples_up_to_a_stop_token_with_log_probabilities(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    tok = load_chat_tokenizer(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    generate = HFGenerator(model, tok, 1.0, 1.0, max_new_tokens=12, chunk=2)
+    prompts = [tok("Thought: hi")["input_ids"], tok("Talk: a longer prompt here")["input_ids"]] * 2
+    first = generate(prompts, seed=9)
+    assert first == generate(prompts, seed=9)
+    for ids, logprobs in first:
+        assert 1 <= len(ids) == len(logprobs) <= 12
+        assert all(lp <= 0.0 and math.isfinite(lp) for lp in logprobs)
+        stops = [i for i, t in enumerate(ids) if t in generate.stop_ids]
+        assert stops in ([], [len(ids) - 1])
+
+
+def test_the_reward_function_logs_each_metric_over_distinct_episodes():
+    logged: dict[str, float] = {}
+    rewards = learner_reward(
+        prompts=["a"] * 4,
+        completions=["x"] * 4,
+        learner_reward=[0.5, None, 0.5, 0.25],
+        episode=["e1", "e2", "e1", "e3"],
+        log_metric=logged.__setitem__,
+        deal_rate=[1.0, 0.0, 1.0, 1.0],
+        surplus_extraction_ratio=[0.5, None, 0.5, 0.25],
+    )
+    assert rewards == [0.5, None, 0.5, 0.25]
+    assert logged == {"deal_rate": pytest.approx(2 / 3), "surplus_extraction_ratio": 0.375}

@@ -1,0 +1,99 @@
+"""GRPO training through TRL with the multi-turn rollout: settings, and real steps that move the
+LoRA adapter as a seller (in-distribution market) and as a buyer (bilateral market)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from arena.catalog import load_catalog
+from arena.config import get_preset
+from arena.scenarios import make_scenario
+from leagues.config import TrainConfig
+from leagues.rollout import LEARNER, GroupRow
+from leagues.trainer import (
+    TrainJob,
+    adapter_weights,
+    build_trainer,
+    grpo_config,
+    last_checkpoint,
+    train_learner,
+)
+
+CATALOG = load_catalog()
+
+
+def seller_job(model: Path, out: Path, steps: int = 2) -> TrainJob:
+    market = get_preset("in-distribution")
+    train = TrainConfig(batch_size=8, group_size=4, micro_batch_size=4, max_new_tokens=32,
+                        learning_rate=5e-3, max_episode_tokens=6000)  # fmt: skip
+    rows = tuple(
+        GroupRow(f"s{i}", make_scenario(market, CATALOG, 21, i), LEARNER, ("scripted:time",) * 3,
+                 "seller")  # fmt: skip
+        for i in range(steps * train.scenarios_per_step)
+    )
+    return TrainJob(model, None, rows, market, train, steps, out / "trainer", out / "adapter", 5)
+
+
+def test_the_grpo_settings_follow_the_train_config(tiny_model_dir, tmp_path):
+    job = seller_job(tiny_model_dir, tmp_path)
+    args = grpo_config(job, "cpu", "float32")
+    assert (args.loss_type, args.epsilon_high, args.beta) == ("cispo", 6.0, 0.0)
+    assert args.num_generations == 4
+    assert args.generation_batch_size == 8  # one rollout batch per optimizer step: on-policy
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 2)
+    assert args.max_completion_length == 32
+    assert args.use_cpu and not args.bf16
+    assert args.shuffle_dataset is False and args.save_steps == 1
+
+
+def test_a_job_on_a_folder_without_a_chat_template_fails_before_training(tiny_model_dir, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_model_dir, bare)
+    (bare / "chat_template.jinja").unlink()
+    with pytest.raises(ValueError, match="has no chat template"):
+        build_trainer(seller_job(bare, tmp_path))
+
+
+def _moved(adapter: Path) -> float:
+    """Largest |weight| of the LoRA B matrices, which start at exactly zero."""
+    return max(float(t.abs().max()) for n, t in adapter_weights(adapter).items() if "lora_B" in n)
+
+
+@pytest.mark.slow
+def test_grpo_steps_as_a_seller_against_scripted_buyers_change_the_adapter(
+    warm_model_dir, tmp_path
+):
+    job = seller_job(warm_model_dir, tmp_path)
+    logs: list[tuple[int, dict]] = []
+    adapter = train_learner(job, lambda step, entry: logs.append((step, entry)))
+    assert [step for step, _ in logs] == [1, 2]
+    assert any(entry["reward_std"] > 0 for _, entry in logs), "no group had different rewards"
+    for _, entry in logs:
+        assert {"deal_rate", "distinct_buyers_engaged", "cispo_clip_ratio", "loss"} <= set(entry)
+        assert -1.0 <= entry["reward"] <= 1.0
+    assert _moved(adapter) > 0.0
+    assert last_checkpoint(job.output_dir).name == "checkpoint-2"
+    assert train_learner(job) == adapter  # a finished job is not trained again
+
+
+@pytest.mark.slow
+def test_grpo_steps_as_a_buyer_in_the_bilateral_market_change_the_adapter(
+    warm_model_dir, tmp_path
+):
+    market = get_preset("bilateral")
+    train = TrainConfig(batch_size=8, group_size=4, micro_batch_size=4, max_new_tokens=32,
+                        learning_rate=5e-3, max_episode_tokens=6000)  # fmt: skip
+    rows = tuple(
+        GroupRow(f"b{i}", make_scenario(market, CATALOG, 22, i), "scripted:prober", (LEARNER,),
+                 "buyer_1")  # fmt: skip
+        for i in range(2 * train.scenarios_per_step)
+    )
+    job = TrainJob(warm_model_dir, None, rows, market, train, 2, tmp_path / "t", tmp_path / "a", 6)
+    logs: list[dict] = []
+    adapter = train_learner(job, lambda _step, entry: logs.append(entry))
+    assert len(logs) == 2
+    assert any(entry["reward_std"] > 0 for entry in logs), "no group had different rewards"
+    assert _moved(adapter) > 0.0
