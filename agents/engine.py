@@ -34,7 +34,7 @@ from agents import make_agent
 from agents.backends.base import ChatRequest, Completion
 from agents.base import EpisodeContext, agent_seed
 from agents.llm import LLMAgent
-from agents.specs import parse_spec
+from agents.specs import is_scripted
 from arena.config import MarketConfig
 from arena.game import Market
 from arena.records import ENV_VERSION, EpisodeRecord
@@ -176,7 +176,7 @@ class _Episode:
 
 
 def _all_scripted(specs: Iterable[str]) -> bool:
-    return all(parse_spec(spec).kind == "scripted" for spec in specs)
+    return all(is_scripted(spec) for spec in specs)
 
 
 def run_episodes(
@@ -194,20 +194,36 @@ def run_episodes(
     each slot is ``tournaments.match.buyer_lineup(scenario, buyer_pool)``, as in ``play_many``,
     so scripted-only runs (delegated to ``play_many``) and batched runs give the same records.
     """
-    if max_concurrent < 1:
-        raise ValueError(f"max_concurrent={max_concurrent} is invalid: use an integer >= 1")
     if not buyer_pool:
         raise ValueError("buyer_pool is empty; give at least one buyer spec")
     scenarios = list(scenarios)
-    stats = RunStats()
-    start = time.perf_counter()
     if _all_scripted([seller_spec, *buyer_pool]):
+        stats = RunStats()
+        start = time.perf_counter()
         records = play_many(config, scenarios, seller_spec, buyer_pool, keep_turns, on_episode)
         stats.episodes = len(records)
         stats.wall_seconds = time.perf_counter() - start
         return records, stats
+    jobs = [(seller_spec, buyer_lineup(sc, buyer_pool), sc) for sc in scenarios]
+    return run_jobs(config, jobs, max_concurrent, on_episode, keep_turns)
 
-    queue = deque(enumerate(scenarios))
+
+def run_jobs(
+    config: MarketConfig,
+    jobs: Sequence[tuple[str, tuple[str, ...], Scenario]],
+    max_concurrent: int = 64,
+    on_episode: Callable[[EpisodeRecord], None] | None = None,
+    keep_turns: bool = True,
+) -> tuple[list[EpisodeRecord], RunStats]:
+    """Play explicit (seller spec, buyer lineup, scenario) jobs with batched model calls.
+
+    The tournament runner uses this form: its jobs carry lineups already drawn from pools.
+    """
+    if max_concurrent < 1:
+        raise ValueError(f"max_concurrent={max_concurrent} is invalid: use an integer >= 1")
+    stats = RunStats()
+    start = time.perf_counter()
+    queue = deque(enumerate(jobs))
     running: list[_Episode] = []
     finished: dict[int, EpisodeRecord] = {}
 
@@ -221,8 +237,7 @@ def run_episodes(
 
     while queue or running:
         while queue and len(running) < max_concurrent:
-            order, scenario = queue.popleft()
-            lineup = buyer_lineup(scenario, buyer_pool)
+            order, (seller_spec, lineup, scenario) = queue.popleft()
             running.append(_Episode(order, config, scenario, seller_spec, lineup, keep_turns))
         waiting: list[tuple[_Episode, ChatRequest]] = []
         still: list[_Episode] = []
@@ -241,7 +256,7 @@ def run_episodes(
         for key, group in groups.items():
             _send_batch(key, group, stats)
     stats.wall_seconds = time.perf_counter() - start
-    return [finished[i] for i in range(len(scenarios))], stats
+    return [finished[i] for i in range(len(jobs))], stats
 
 
 def _send_batch(key: str, group: list[tuple[_Episode, ChatRequest]], stats: RunStats) -> None:

@@ -54,6 +54,11 @@ def parse_spec(text: str) -> AgentSpec:
     return AgentSpec(kind, name, params, raw)
 
 
+def is_scripted(spec: str) -> bool:
+    """Whether ``spec`` names a scripted agent (answers at once, needs no back-end)."""
+    return spec.strip().startswith("scripted:")
+
+
 def build_config(cls: type, params: Mapping[str, str], spec: str) -> Any:
     """Instantiate the frozen config dataclass ``cls`` from string parameters of ``spec``."""
     fields = {f.name: f for f in dataclasses.fields(cls)}

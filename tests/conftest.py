@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Tiny models on a 2-core machine: more torch threads than cores only adds contention (observed
+# 10-40x slower tiny-model tests with 2 threads while other processes ran). Set before torch loads.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 

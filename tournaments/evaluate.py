@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents import check_spec
+from agents.specs import is_scripted
 from arena.catalog import load_catalog, split_catalog
 from arena.config import MarketConfig, config_to_dict, get_preset
 from arena.metrics import summarize
@@ -76,10 +77,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
-
-
-def is_scripted(spec: str) -> bool:
-    return spec.strip().startswith("scripted:")
 
 
 def evaluate(

@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.specs import is_scripted
 from arena.catalog import load_catalog, split_catalog
 from arena.config import MarketConfig
 from arena.records import ENV_VERSION
@@ -124,16 +125,24 @@ def play_chunk(
 ) -> list[Played]:
     """Play ``jobs`` in order (in a worker); agents are built once per chunk and reset per
     episode. Module-level so process pools and Ray can ship it."""
-    cache = AgentCache()
-    out = []
-    for job in jobs:
-        buyers = [cache.get(spec, "buyer", i) for i, spec in enumerate(job.lineup)]
-        seller = cache.get(job.seller, "seller", 0)
-        record = play_episode(market, job.scenario, seller, buyers, keep_turns)
-        res = record.result
-        encoded = encode_episode(record) if encode else None
-        out.append(Played(job.key, res.seller_reward, res.outcome, encoded))
-    return out
+    if any(not is_scripted(spec) for job in jobs for spec in (job.seller, *job.lineup)):
+        from agents.engine import run_jobs
+
+        triples = [(job.seller, job.lineup, job.scenario) for job in jobs]
+        records, _stats = run_jobs(market, triples, keep_turns=keep_turns)
+    else:
+        cache = AgentCache()
+        records = []
+        for job in jobs:
+            buyers = [cache.get(spec, "buyer", i) for i, spec in enumerate(job.lineup)]
+            seller = cache.get(job.seller, "seller", 0)
+            records.append(play_episode(market, job.scenario, seller, buyers, keep_turns))
+    return [
+        Played(
+            job.key, r.result.seller_reward, r.result.outcome, encode_episode(r) if encode else None
+        )
+        for job, r in zip(jobs, records, strict=True)
+    ]
 
 
 def plan(

@@ -289,3 +289,12 @@ def test_agent_plays_a_full_episode_sequentially_through_play_many() -> None:
     assert all(turn.kind is None for turn in result.turns)
     assert result.buyer_failures == (True, True, True)
     assert len(result.turns) == 3 * (config.max_buyer_retries + 1)
+
+
+def test_narrator_parameters_travel_percent_encoded_inside_the_spec() -> None:
+    agent = make_llm_agent(
+        "openai:m?base_url=http://127.0.0.1:9/v1&narrate=scripted:time%3Fe%3D0.5", "seller"
+    )
+    assert agent.config.narrate == "scripted:time?e=0.5"
+    assert agent.narrator.spec == "scripted:time?e=0.5"
+    assert agent.narrator.config.e == 0.5

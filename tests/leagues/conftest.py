@@ -5,7 +5,7 @@ seat, so multi-turn episodes happen without a trained model)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +92,12 @@ class Lowballer:
 
 
 @pytest.fixture(scope="session")
-def warm_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny model fitted (about 20 s) to quit as a seller and lowball as a buyer.
+def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny model fitted (about 15 s each) to quit as a seller, and to lowball as a buyer.
 
     A random model breaks the format on every turn, so every reward is -1 and GRPO has no
-    advantage to learn from; this one samples valid moves (reward 0) part of the time.
+    advantage to learn from; these, sampled at a low temperature, write a valid move (reward 0)
+    part of the time, so groups have different rewards.
     """
     from agents import make_agent
     from agents.finetune import fit_on_transcripts
@@ -106,7 +107,7 @@ def warm_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactor
     from tournaments.match import play_episode
 
     catalog = load_catalog()
-    fits = []
+    models = {}
     for preset, role in (("in-distribution", "seller"), ("bilateral", "buyer")):
         market = get_preset(preset)
         records = []
@@ -117,15 +118,25 @@ def warm_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactor
             else:
                 seller, buyers = make_agent("scripted:prober", "seller"), [Lowballer()]
             records.append(play_episode(market, scenario, seller, buyers))
-        fits.append((market, role, records))
-    model = tiny_model_dir
-    for k, (market, role, records) in enumerate(fits):
-        out = tmp_path_factory.mktemp("warm") / f"fit-{k}"
+        out = tmp_path_factory.mktemp("warm") / role
         fit_on_transcripts(
-            model, records, out, steps=25, lr=3e-3, config=market, roles=(role,), max_length=512
-        )
-        model = out
-    return model
+            tiny_model_dir, records, out, steps=40, lr=3e-3, config=market, roles=(role,),
+            max_length=512,
+        )  # fmt: skip
+        models[role] = out
+    return models
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """Tiny models run many small ops: on a shared 2-core machine one thread is far faster
+    (threads of small ops stall each other), so league tests run single-threaded."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

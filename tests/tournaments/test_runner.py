@@ -273,3 +273,35 @@ def test_the_ray_executor_stores_the_same_episodes_as_the_local_one(tmp_path: Pa
         ray.shutdown()
     assert remote.pairings == local.pairings
     assert contents(tmp_path / "ray.db") == contents(tmp_path / "local.db")
+
+
+def quitting_seller(messages: list[dict[str, str]]) -> str:
+    """The HTTP server's seller: always quits at once (buyers here are scripted)."""
+    return "Thought: enough\nTarget: 1\nTalk: Goodbye.\nAction: [QUIT]"
+
+
+def test_llm_agents_in_a_tournament_go_through_the_batched_engine(tmp_path: Path) -> None:
+    from agents.backends import close_backends
+    from agents.testing.http_server import ScriptedChatServer
+
+    with ScriptedChatServer(reply_text=quitting_seller, default_delay=0.05) as server:
+        spec = f"openai:arena-test?base_url={server.url}&max_retries=1&backoff=0.001&timeout=5"
+        config = TournamentConfig.from_dict(
+            {
+                "name": "llm",
+                "episodes": 12,
+                "sellers": [spec, "scripted:prober"],
+                "buyers": ["scripted:time"],
+            }
+        )
+        db = tmp_path / "llm.db"
+        summary = run_tournament(config, db, workers=1, progress=False)
+        in_flight = server.max_in_flight
+    close_backends()
+    assert summary.played == 24
+    llm = [r for r in load_records(db) if r.seller == spec]
+    assert len(llm) == 12
+    assert {r.result.termination for r in llm} == {"seller_quit"}
+    assert all(r.result.turns[-1].tokens_in > 0 for r in llm)
+    # Played one request at a time, the server would never see two requests at once.
+    assert in_flight > 1
