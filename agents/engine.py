@@ -194,6 +194,8 @@ def run_episodes(
     each slot is ``tournaments.match.buyer_lineup(scenario, buyer_pool)``, as in ``play_many``,
     so scripted-only runs (delegated to ``play_many``) and batched runs give the same records.
     """
+    if max_concurrent < 1:
+        raise ValueError(f"max_concurrent={max_concurrent} is invalid: use an integer >= 1")
     if not buyer_pool:
         raise ValueError("buyer_pool is empty; give at least one buyer spec")
     scenarios = list(scenarios)
