@@ -137,3 +137,33 @@ def test_eval_on_the_real_catalogue_test_split(tmp_path: Path) -> None:
     data = eval_json(tmp_path, "--catalog", str(REAL_CATALOG), "--split", "test", "-n", "32")
     assert data["config"]["split"] == "test"
     assert data["metrics"]["reward"]["n"] == 32
+
+
+def test_eval_with_a_tiny_local_model_seller_counts_its_garbage_as_violations(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Issue 3: `arena eval --seller hf:<tiny model> --buyer scripted:time --episodes 64`."""
+    spec = f"hf:{tiny_model_dir}?max_tokens=24"
+    data = eval_json(tmp_path, "--seller", spec, "--episodes", "64")
+    metrics = data["metrics"]
+    assert metrics["reward"]["n"] == 64
+    assert data["run_stats"]["requests"] >= 64
+    # A random model cannot follow the protocol: every episode ends in a seller violation.
+    assert metrics["violation_rate"]["mean"] == pytest.approx(1.0)
+    assert metrics["violation_rate_by_kind"]["format"]["mean"] > 0.5
+
+
+def test_eval_with_an_openai_compatible_seller_runs_to_the_end(tmp_path: Path) -> None:
+    """Issue 3: the same command with `--seller openai:...` against a server on 127.0.0.1."""
+    from agents.testing.http_server import ScriptedChatServer
+
+    def seller(messages: list[dict[str, str]]) -> str:
+        return "Thought: no\nTarget: 1\nTalk: I would rather not.\nAction: [SELL] $0.01"
+
+    with ScriptedChatServer(reply_text=seller) as server:
+        spec = f"openai:test-model?base_url={server.url}&max_retries=1&backoff=0.001"
+        data = eval_json(tmp_path, "--seller", spec, "--episodes", "64")
+    metrics = data["metrics"]
+    assert metrics["reward"]["n"] == 64
+    assert metrics["sell_below_cost_error_rate"]["mean"] == 1.0
+    assert data["run_stats"]["tokens_in"] > 0
