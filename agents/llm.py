@@ -67,7 +67,7 @@ DEFAULT_MAX_TOKENS = 512
 with a long Thought. Reasoning models need more (``max_tokens=4096``)."""
 
 UNSEEDED = ("none", "")
-"""``seed=none`` asks for unseeded sampling (not reproducible; lets the hf back-end batch)."""
+"""``seed=none`` asks for unseeded sampling (not reproducible from the scenario's seed)."""
 
 _LABEL_LINE = re.compile(
     r"^[ \t>#-]*[*_]*[ \t]*(?P<label>thought|target|talk|action|product)[ \t]*[*_]*[ \t]*:"

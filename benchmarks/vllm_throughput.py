@@ -13,8 +13,9 @@ Prefix-cache hit rate = hits / queries, both counted in prompt tokens, taken as 
 vLLM's counters before and after the run:
 
 - offline: ``LLM.get_metrics()`` (vLLM >= 0.9, V1 engine) counters ``vllm:prefix_cache_hits`` and
-  ``vllm:prefix_cache_queries``. The engine must log stats (``disable_log_stats=False``); when the
-  back-end's engine does not, the rate is reported as unavailable, with the reason;
+  ``vllm:prefix_cache_queries``, read from the back-end's engine (``VLLMBackend.llm``). The specs
+  set ``log_stats=true`` (the engine then runs with ``disable_log_stats=False``); when metrics are
+  still unavailable (e.g. an older vLLM), the rate is reported as unavailable, with the reason;
 - server: the Prometheus text at ``<server root>/metrics``, counters
   ``vllm:prefix_cache_hits_total`` and ``vllm:prefix_cache_queries_total`` (older servers export
   the gauge ``vllm:gpu_prefix_cache_hit_rate``, printed as is).
@@ -80,7 +81,7 @@ def specs(args: argparse.Namespace) -> tuple[str, str]:
         return base, args.buyer or base
     base = (
         f"vllm:{args.model}?max_tokens={args.max_tokens}"
-        f"&gpu_memory_utilization={args.gpu_memory_utilization}"
+        f"&gpu_memory_utilization={args.gpu_memory_utilization}&log_stats=true"
     )
     if args.max_model_len:
         base += f"&max_model_len={args.max_model_len}"
@@ -132,8 +133,8 @@ class Probe:
         if self.server is None:
             from agents.llm import make_llm_agent
 
-            backend = make_llm_agent(seller_spec, "seller").backend  # builds the engine now
-            self.engine = getattr(backend, "engine", None) or backend._engine
+            # Builds the engine now; the seller's back-end shares it with every same-model agent.
+            self.engine = make_llm_agent(seller_spec, "seller").backend.llm
 
     def read(self) -> dict[str, float]:
         if self.server is not None:
@@ -147,8 +148,8 @@ class Probe:
         try:
             return counters_from_metrics(self.engine.get_metrics())
         except (AssertionError, AttributeError) as exc:
-            # vLLM asserts when the engine was built with disable_log_stats=True (the default
-            # of offline LLM); older versions have no get_metrics at all.
+            # vLLM asserts when the engine was built with disable_log_stats=True (a spec without
+            # log_stats=true); older versions have no get_metrics at all.
             self.problem = f"engine metrics unavailable: {type(exc).__name__}: {exc}"
             return {}
 

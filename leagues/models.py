@@ -42,8 +42,10 @@ def resolve_model_path(config: LeagueConfig, folder: Path) -> tuple[Path, bool]:
     return folder / path, True
 
 
-def ensure_tiny_model(path: Path, seed: int = 0) -> Path:
-    """Build the tiny chat model at ``path`` unless a model is already there."""
+def ensure_tiny_model(
+    path: Path, seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4
+) -> Path:
+    """Build the tiny chat model at ``path`` (long context) unless a model is already there."""
     if (path / "config.json").is_file():
         return path
     from transformers import AutoConfig
@@ -51,7 +53,7 @@ def ensure_tiny_model(path: Path, seed: int = 0) -> Path:
     from agents.testing.tiny_model import build_tiny_model
 
     def write(folder: Path) -> None:
-        build_tiny_model(folder, seed=seed)
+        build_tiny_model(folder, seed=seed, hidden=hidden, layers=layers, heads=heads)
         config = AutoConfig.from_pretrained(str(folder))
         config.max_position_embeddings = LONG_CONTEXT
         config.save_pretrained(str(folder))

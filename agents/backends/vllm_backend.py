@@ -60,6 +60,13 @@ class VLLMConfig:
     tensor_parallel_size: int = field(
         default=1, metadata={"help": "GPUs to shard the model over", "parse": int}
     )
+    log_stats: bool = field(
+        default=False,
+        metadata={
+            "help": "keep engine statistics (LLM.get_metrics(), e.g. prefix-cache hits)",
+            "parse": parse_bool,
+        },
+    )
 
     def __post_init__(self) -> None:
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -111,6 +118,7 @@ def engine_kwargs(name: str, config: VLLMConfig) -> dict[str, Any]:
         "gpu_memory_utilization": config.gpu_memory_utilization,
         "tensor_parallel_size": config.tensor_parallel_size,
         "enable_lora": config.lora is not None,
+        "disable_log_stats": not config.log_stats,
     }
     if config.max_model_len is not None:
         kwargs["max_model_len"] = config.max_model_len
@@ -178,7 +186,8 @@ class VLLMBackend:
         self.key = f"vllm:{name}" + non_default_query(config)
         self._engine_kwargs = engine_kwargs(name, config)
         self._lora_args = lora_request_args(config.lora) if config.lora is not None else None
-        self._engine: Any = _acquire_engine(self._engine_kwargs)
+        # Public so callers can read engine metrics (benchmarks/vllm_throughput.py); shared.
+        self.llm: Any = _acquire_engine(self._engine_kwargs)
         self._recorder = StatsRecorder()
 
     @property
@@ -191,7 +200,7 @@ class VLLMBackend:
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         """One llm.chat call for the batch; a ValueError (e.g. a prompt longer than the context)
         falls back to one call per request so only the offending requests fail."""
-        if self._engine is None:
+        if self.llm is None:
             raise RuntimeError(f"{self.key} is closed")
         if not requests:
             return []
@@ -210,8 +219,8 @@ class VLLMBackend:
 
     def close(self) -> None:
         """Stop using the shared engine; it is dropped when its last backend closes."""
-        if self._engine is not None:
-            self._engine = None
+        if self.llm is not None:
+            self.llm = None
             _release_engine(self._engine_kwargs)
 
     def _chat(self, requests: Sequence[ChatRequest]) -> list[Completion]:
@@ -220,7 +229,7 @@ class VLLMBackend:
 
         conversations, params = vllm_batch(requests)
         lora = LoRARequest(*self._lora_args) if self._lora_args is not None else None
-        outputs = self._engine.chat(
+        outputs = self.llm.chat(
             conversations,
             sampling_params=[SamplingParams(**kwargs) for kwargs in params],
             lora_request=lora,

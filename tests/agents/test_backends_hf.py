@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from agents.backends import ChatRequest, SamplingConfig, backend_from_spec
-from agents.backends.hf_backend import HFBackend, group_requests, load_tokenizer
+from agents.backends.hf_backend import (
+    HFBackend,
+    batch_cache,
+    load_tokenizer,
+    next_tokens,
+    stop_token_ids,
+)
 from agents.testing.tiny_model import (
     IM_END,
     IM_START,
@@ -25,13 +31,39 @@ PROTOCOL_TEXT = (
 
 @pytest.fixture(scope="module")
 def hf_backend(tiny_model_dir: Path) -> Iterator[HFBackend]:
-    backend = backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu", "batch_size": "4"})
+    backend = backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu", "batch_size": "8"})
     assert isinstance(backend, HFBackend)
     yield backend
     backend.close()
 
 
+@pytest.fixture
+def eos_biased(tiny_model_dir: Path) -> Iterator[Callable[[float], HFBackend]]:
+    """Backends whose model adds `bias` to the <|im_end|> logit: a model that does stop."""
+    import torch
+
+    built: list[HFBackend] = []
+
+    def make(bias: float) -> HFBackend:
+        backend = backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu"})
+        assert isinstance(backend, HFBackend)
+        head = backend.model.lm_head
+        biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+        with torch.no_grad():
+            biased.weight.copy_(head.weight)
+            biased.bias.zero_()
+            biased.bias[backend.tokenizer.convert_tokens_to_ids(IM_END)] = bias
+        backend.model.lm_head = biased
+        built.append(backend)
+        return backend
+
+    yield make
+    for backend in built:
+        backend.close()
+
+
 def chat(user: str, **sampling: float | int | None) -> ChatRequest:
+    """A seller chat request; default sampling is SamplingConfig's (temperature 0.7, unseeded)."""
     return ChatRequest(
         messages=(("system", "You are the seller of a guitar."), ("user", user)),
         sampling=SamplingConfig(**sampling),  # type: ignore[arg-type]
@@ -124,13 +156,138 @@ def test_same_seed_gives_same_text_whatever_the_batch(hf_backend: HFBackend) -> 
     target = chat("Would you take $20?", temperature=1.0, max_tokens=16, seed=11)
     alone = hf_backend.generate([target])[0].text
     with_neighbours = hf_backend.generate(
-        [chat("other", temperature=1.0, max_tokens=16, seed=1), target, chat("x", temperature=0)]
+        [
+            chat("other", temperature=1.0, max_tokens=16, seed=1),
+            target,
+            chat("x", temperature=0, max_tokens=24),
+        ]
     )[1].text
     assert alone == with_neighbours
     other_seed = hf_backend.generate(
         [chat("Would you take $20?", temperature=1.0, max_tokens=16, seed=12)]
     )[0].text
     assert other_seed != alone
+
+
+def mixed_requests() -> list[ChatRequest]:
+    """Eight requests of different lengths: greedy, seeded sampling (several temperatures and
+    top_p) and different max_tokens, so one batch holds rows that differ in every respect."""
+    return [
+        chat("Last offer: $12.50 " * (1 + i % 4), temperature=t, top_p=p, max_tokens=m, seed=i)
+        for i, (t, p, m) in enumerate(
+            [
+                (0.0, 1.0, 16),
+                (1.0, 1.0, 16),
+                (0.7, 0.9, 12),
+                (0.0, 1.0, 9),
+                (1.3, 0.5, 16),
+                (1.0, 1.0, 5),
+                (0.0, 1.0, 14),
+                (0.9, 0.95, 16),
+            ]
+        )
+    ]
+
+
+def test_request_text_is_the_same_alone_and_in_any_batch(
+    hf_backend: HFBackend, tiny_model_dir: Path
+) -> None:
+    requests = mixed_requests()
+    batched = hf_backend.generate(requests)
+    alone = [hf_backend.generate([request])[0] for request in requests]
+    reversed_batch = hf_backend.generate(requests[::-1])[::-1]
+    small = backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu", "batch_size": "3"})
+    try:
+        chunked = small.generate(requests)
+    finally:
+        small.close()
+    expected = [(c.text, c.tokens_out) for c in alone]
+    for run in (batched, reversed_batch, chunked):
+        assert [(c.text, c.tokens_out) for c in run] == expected
+    assert [c.tokens_out for c in alone] == [r.sampling.max_tokens for r in requests]
+    # Sampling really happened: a seeded sampled row differs from greedy on the same prompt.
+    greedy_twin = hf_backend.generate([chat("Last offer: $12.50 " * 2, temperature=0)])[0]
+    assert greedy_twin.text[:20] != batched[1].text[:20]
+
+
+def test_greedy_decoding_matches_transformers_generate(hf_backend: HFBackend) -> None:
+    import torch
+
+    request = chat("Would you take $20?", temperature=0, max_tokens=20)
+    ids = hf_backend._prompt_ids(request)
+    with torch.inference_mode():
+        output = hf_backend.model.generate(
+            torch.tensor([ids]), do_sample=False, max_new_tokens=20, min_new_tokens=20
+        )
+    expected = output[0, len(ids) :].tolist()
+    completion = hf_backend.generate([request])[0]
+    assert completion.text == hf_backend.tokenizer.decode(expected, skip_special_tokens=True)
+    assert completion.tokens_out == 20
+
+
+def test_unseeded_sampling_rows_draw_from_fresh_streams(hf_backend: HFBackend) -> None:
+    request = chat("Would you take $20?", temperature=1.0, max_tokens=16)
+    first, second = hf_backend.generate([request, request])
+    assert first.text != second.text
+
+
+def test_rows_stop_at_end_of_turn_or_at_their_own_max_tokens(
+    eos_biased: Callable[[float], HFBackend],
+) -> None:
+    requests = [chat(f"Offer ${i}", temperature=0, max_tokens=m) for i, m in enumerate((3, 9, 6))]
+    never = eos_biased(-1e4).generate(requests)
+    assert [c.tokens_out for c in never] == [3, 9, 6]
+    always = eos_biased(1e4).generate(requests)
+    assert [(c.text, c.tokens_out) for c in always] == [("", 1)] * 3
+    # Likely enough to stop somewhere inside 40 tokens: rows end at different steps.
+    sometimes = eos_biased(5.0)
+    sampled = [chat(f"Offer ${i}", temperature=1.0, max_tokens=40, seed=i) for i in range(8)]
+    batched = sometimes.generate(sampled)
+    alone = [sometimes.generate([request])[0] for request in sampled]
+    assert [(c.text, c.tokens_out) for c in batched] == [(c.text, c.tokens_out) for c in alone]
+    lengths = {c.tokens_out for c in batched}
+    assert len(lengths) > 2 and max(lengths) <= 40 and min(lengths) < 40
+
+
+def test_next_tokens_takes_argmax_or_the_uniform_through_the_adjusted_cdf() -> None:
+    import torch
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]])).repeat(7, 1)
+    temperature = torch.tensor([0.0, 1.0, 1.0, 1.0, 0.5, 1.0, 1.0])
+    top_p = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 0.6, 0.6])
+    uniform = torch.tensor([0.99, 0.1, 0.6, 0.95, 0.6, 0.6, 0.9])
+    # temperature 0.5 squares the probabilities: 0.658, 0.237, 0.105; top_p 0.6 keeps the
+    # first two (0.5 < 0.6 before the second, 0.8 >= 0.6 before the third): 0.625, 0.375.
+    picked = next_tokens(logits, temperature, top_p, uniform)
+    assert picked.tolist() == [0, 0, 1, 2, 0, 0, 1]
+    all_greedy = next_tokens(logits[:2], torch.zeros(2), torch.ones(2), torch.zeros(2))
+    assert all_greedy.tolist() == [0, 0]
+
+
+def test_stop_ids_cover_model_eos_tokenizer_eos_and_end_of_turn(tiny_model_dir: Path) -> None:
+    tokenizer = load_tokenizer(tiny_model_dir)
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    assert stop_token_ids(None, tokenizer) == {im_end}
+    assert stop_token_ids([7, None], tokenizer) == {7, im_end}
+    assert stop_token_ids(9, tokenizer) == {9, im_end}
+
+
+def test_sliding_window_models_are_rejected_naming_vllm() -> None:
+    from transformers import Qwen2Config
+
+    config = Qwen2Config(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        use_sliding_window=True,
+        sliding_window=8,
+        max_window_layers=0,
+    )
+    with pytest.raises(ValueError, match=r"sliding-window.*vllm"):
+        batch_cache([], [4], 8, config)
 
 
 def test_seeded_generation_leaves_global_torch_rng_untouched(hf_backend: HFBackend) -> None:
@@ -163,28 +320,25 @@ def test_stats_accumulate_requests_and_tokens(hf_backend: HFBackend) -> None:
     assert after["seconds"] > before["seconds"]
 
 
-def test_group_requests_batches_greedy_and_unseeded_but_isolates_seeded_sampling() -> None:
-    greedy = [chat("g", temperature=0, seed=s, max_tokens=8) for s in (1, 2, None)]
-    seeded = [chat("s", temperature=0.7, seed=s) for s in (1, 1)]
-    unseeded = [chat("u", temperature=0.7) for _ in range(3)]
-    requests = [
-        greedy[0],
-        seeded[0],
-        unseeded[0],
-        greedy[1],
-        unseeded[1],
-        seeded[1],
-        greedy[2],
-        unseeded[2],
-    ]
-    assert group_requests(requests, batch_size=2) == [[0, 3], [6], [2, 4], [7], [1], [5]]
-    assert group_requests(requests, batch_size=8) == [[0, 3, 6], [2, 4, 7], [1], [5]]
-
-
 def test_hf_params_are_validated_with_allowed_keys(tiny_model_dir: Path) -> None:
-    with pytest.raises(ValueError, match=r"'lora'.*allowed: device, dtype, batch_size"):
+    with pytest.raises(ValueError, match=r"'lora'.*allowed: device, dtype, batch_size, threads"):
         backend_from_spec("hf", str(tiny_model_dir), {"lora": "x"})
     with pytest.raises(ValueError, match="device='tpu'"):
         backend_from_spec("hf", str(tiny_model_dir), {"device": "tpu"})
     with pytest.raises(ValueError, match="batch_size"):
         backend_from_spec("hf", str(tiny_model_dir), {"batch_size": "0"})
+    with pytest.raises(ValueError, match="threads=0"):
+        backend_from_spec("hf", str(tiny_model_dir), {"threads": "0"})
+
+
+def test_threads_param_sets_torch_threads_only_when_given(tiny_model_dir: Path) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu"}).close()
+        assert torch.get_num_threads() == before
+        backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu", "threads": "2"}).close()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -93,7 +93,9 @@ def test_engine_kwargs_without_lora_disable_lora_and_keep_prefix_caching() -> No
         "gpu_memory_utilization": 0.9,
         "tensor_parallel_size": 1,
         "enable_lora": False,
+        "disable_log_stats": True,
     }
+    assert engine_kwargs("m", VLLMConfig(log_stats=True))["disable_log_stats"] is False
 
 
 def test_adapters_of_one_base_model_share_engine_kwargs(tmp_path: Path) -> None:
@@ -118,6 +120,7 @@ def test_vllm_params_parse_from_spec_strings(tmp_path: Path) -> None:
             "max_model_len": "2048",
             "enable_prefix_caching": "false",
             "tensor_parallel_size": "2",
+            "log_stats": "true",
             "temperature": "0.2",  # the agent's, ignored here
         },
     )
@@ -127,6 +130,7 @@ def test_vllm_params_parse_from_spec_strings(tmp_path: Path) -> None:
         max_model_len=2048,
         enable_prefix_caching=False,
         tensor_parallel_size=2,
+        log_stats=True,
     )
     assert backend_config("vllm", {}) == VLLMConfig()
 
@@ -139,6 +143,7 @@ def test_vllm_params_parse_from_spec_strings(tmp_path: Path) -> None:
         ({"enable_prefix_caching": "maybe"}, "enable_prefix_caching='maybe'"),
         ({"tensor_parallel_size": "0"}, "tensor_parallel_size=0"),
         ({"max_model_len": "0"}, "max_model_len=0"),
+        ({"log_stats": "sometimes"}, "log_stats='sometimes'"),
     ],
 )
 def test_bad_vllm_params_are_rejected_naming_the_key(params: dict, message: str) -> None:
