@@ -38,7 +38,7 @@ from typing import Any
 
 from arena.metrics import estimate
 from leagues.config import LeagueConfig
-from leagues.league import league_ratings, run_league, training_steps
+from leagues.league import league_ratings, league_records, run_league, training_steps
 from leagues.models import ensure_tiny_model
 from leagues.report import CURVES
 from tournaments.store import Store
@@ -82,31 +82,23 @@ def league_config(args: argparse.Namespace, model: Path) -> LeagueConfig:
 
 
 def held_out(store: Store) -> list[dict[str, Any]]:
-    """Mean held-out reward of the base and of every checkpoint, and the paired gain over the
-    base (same scenarios, same buyers)."""
-    base_spec, rows = None, []
-    by_spec: dict[str, dict[tuple, float]] = {}
-    names = [
-        r[0]
-        for r in store.db.execute("SELECT name FROM tournaments WHERE name LIKE ?", [f"{NAME}/%"])
-    ]
-    for name in names:
-        for record in store.load_records(tournament=name):
-            key = (record.scenario.seed, record.scenario.index, record.buyers)
-            by_spec.setdefault(record.seller, {})[key] = record.result.seller_reward
-    labels = {a["spec"]: a["label"] for a in store.db.query("SELECT spec, label FROM agents")}
-    generation = {
-        a["spec"]: a["generation"] for a in store.db.query("SELECT spec, generation FROM agents")
-    }
-    base_spec = next(spec for spec, label in labels.items() if label == "base")
-    for spec, rewards in by_spec.items():
-        mean = estimate(rewards.values())
-        pairs = [rewards[k] - by_spec[base_spec][k] for k in rewards if k in by_spec[base_spec]]
-        gain = estimate(pairs)
+    """Mean held-out reward of every seller, and its paired gain over the base (the warmed-up
+    model) on the same scenarios against the same buyers."""
+    records, _ = league_records(store, NAME)
+    rewards: dict[str, dict[tuple, float]] = {}
+    for record in records:
+        key = (record.scenario.seed, record.scenario.index, record.buyers)
+        rewards.setdefault(record.seller, {})[key] = record.result.seller_reward
+    agents = {a["spec"]: a for a in store.db.query("SELECT spec, label, generation FROM agents")}
+    base = next(spec for spec, agent in agents.items() if agent["label"] == "base")
+    rows = []
+    for spec, by_key in rewards.items():
+        mean = estimate(by_key.values())
+        gain = estimate(v - rewards[base][k] for k, v in by_key.items() if k in rewards[base])
         rows.append(
             {
-                "agent": labels.get(spec, spec),
-                "generation": generation.get(spec),
+                "agent": agents[spec]["label"],
+                "generation": agents[spec]["generation"],
                 "episodes": mean.n,
                 "mean_reward": mean.mean,
                 "se": mean.se,
@@ -147,6 +139,7 @@ def plot_curves(steps: list[dict[str, Any]], path: Path) -> None:
 def plot_held_out(rows: list[dict[str, Any]], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(8, 4.5), dpi=100)
     FigureCanvasAgg(fig)
@@ -160,10 +153,14 @@ def plot_held_out(rows: list[dict[str, Any]], path: Path) -> None:
         capsize=4,
         label="tiny seller (0: after warm start)",
     )
+    styles = iter(["--", ":", "-.", (0, (1, 4))])
     for r in rows:
         if r["generation"] is None:
-            ax.axhline(r["mean_reward"], linestyle="--", linewidth=0.8, color="grey")
-            ax.text(0, r["mean_reward"], r["agent"], fontsize=7, va="bottom")
+            style = next(styles, "--")
+            ax.axhline(
+                r["mean_reward"], linestyle=style, linewidth=0.8, color="grey", label=r["agent"]
+            )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("generation")
     ax.set_ylabel("held-out mean seller reward")
     ax.legend(fontsize=8)
@@ -224,9 +221,8 @@ def main(argv: list[str] | None = None) -> None:
             if math.isnan(r["gain_over_base"])
             else f"{r['gain_over_base']:+.3f} ± {r['gain_se']:.3f}"
         )
-        print(
-            f"{r['agent']:<28} {gen:>4} {r['episodes']:>8} {r['mean_reward']:>+10.3f} ± {r['se']:.3f} {gain:>16}"
-        )
+        reward = f"{r['mean_reward']:+.3f} ± {r['se']:.3f}"
+        print(f"{r['agent']:<28} {gen:>4} {r['episodes']:>8} {reward:>18} {gain:>16}")
     if last is not None:
         verdict = "met" if last["gain_over_base"] >= 0.1 else "NOT met"
         print(f"target (+0.1 held-out reward over the warm start): {verdict}")

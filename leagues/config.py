@@ -149,6 +149,13 @@ class TrainConfig:
     vllm_server_base_url: str = field(
         default="", metadata=_help("server: URL of `trl vllm-serve`, e.g. http://127.0.0.1:8000.")
     )
+    vllm_max_model_length: int = field(
+        default=0,
+        metadata=_help(
+            "colocate: vLLM's context (0: the model's); set it near max_episode_tokens so the KV "
+            "cache fits in vllm_gpu_memory_utilization."
+        ),
+    )
 
     def __post_init__(self) -> None:
         where = "league.learner.train"
@@ -170,8 +177,10 @@ class TrainConfig:
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide batch_size="
                 f"{self.batch_size}"
             )
-        if not isinstance(self.max_episode_tokens, int) or self.max_episode_tokens < 0:
-            raise ValueError(f"{where}.max_episode_tokens must be an integer >= 0 (0: context)")
+        for name in ("max_episode_tokens", "vllm_max_model_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{where}.{name} must be an integer >= 0 (0: the model's context)")
         for name in ("learning_rate", "temperature", "epsilon", "epsilon_high", "max_grad_norm"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -312,7 +321,10 @@ class LeagueConfig:
     eval_split: str = field(default="test", metadata=_help("Held-out split for evaluation."))
     folder: str = field(
         default="",
-        metadata=_help("Checkpoints and trainer state; empty: runs/<name> next to the database."),
+        metadata=_help(
+            "Checkpoints and trainer state; empty: runs/<name> beside the database (<name> "
+            "when the database already sits in a folder called runs)."
+        ),
     )
     bootstrap_rounds: int = field(
         default=200, metadata=_help("Bootstrap resamples for rating intervals.")
@@ -371,8 +383,10 @@ class LeagueConfig:
         return data
 
     def config_hash(self) -> str:
-        """A short hash of everything that shapes the checkpoints (stored as lineage)."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        """A short hash of everything that shapes the checkpoints (stored as lineage); the
+        number of generations is left out, so extending a league keeps its hash."""
+        settings = {k: v for k, v in self.to_dict().items() if k != "generations"}
+        text = json.dumps(settings, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @staticmethod

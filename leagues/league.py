@@ -36,6 +36,7 @@ trainer checkpoint, evaluation skips stored episodes, and nothing finished is re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -156,14 +157,51 @@ def register_league(store: Store, config: LeagueConfig) -> None:
         )
         store.db.conn.commit()
         return
-    stored = json.loads(row[0])
-    if stored != wanted:
-        keys = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    changed = config_changes(json.loads(row[0]), wanted, default_settings())
+    if changed:
         raise ValueError(
             f"league {config.name!r} is already stored in {store.path} with other settings "
-            f"(differs in: {', '.join(keys)}); rename the league or use another database "
+            f"(differs in: {', '.join(changed)}); rename the league or use another database "
             "(only `generations` may change, to extend a league)"
         )
+
+
+def default_settings() -> dict[str, Any]:
+    """The default of every league setting that has one, nested like ``LeagueConfig.to_dict``."""
+    from leagues.config import LearnerConfig, TrainConfig
+
+    def defaults(cls: type) -> dict[str, Any]:
+        return {
+            f.name: f.default
+            for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING
+        }
+
+    return {
+        **defaults(LeagueConfig),
+        "market": {},
+        "learner": {**defaults(LearnerConfig), "train": defaults(TrainConfig)},
+    }
+
+
+def config_changes(stored: dict, wanted: dict, defaults: dict, prefix: str = "") -> list[str]:
+    """Settings that differ between a stored league and the one asked for, as dotted names.
+
+    A setting missing from the stored config was added to the code since; it counts as unchanged
+    while it keeps its default, so upgrading the package does not orphan a league.
+    """
+    changed = []
+    for key in sorted(set(stored) | set(wanted)):
+        name = f"{prefix}{key}"
+        old, new = stored.get(key), wanted.get(key)
+        if isinstance(old, dict) and isinstance(new, dict) and isinstance(defaults.get(key), dict):
+            changed += config_changes(old, new, defaults[key], f"{name}.")
+        elif key not in stored:
+            if key not in defaults or new != defaults[key]:
+                changed.append(name)
+        elif old != new:
+            changed.append(name)
+    return changed
 
 
 def generation_state(store: Store, league: str, generation: int) -> tuple[str | None, dict]:
@@ -188,9 +226,14 @@ def finish_stage(
 
 
 def record_step(
-    store: Store, league: str, generation: int, side: str, step: int, league_step: int,
+    store: Store,
+    league: str,
+    generation: int,
+    side: str,
+    step: int,
+    league_step: int,
     logs: dict[str, Any],
-) -> None:  # fmt: skip
+) -> None:
     """Store one optimizer step's metrics (a replayed step replaces its row)."""
     row: dict[str, Any] = {
         "league": league,
@@ -453,16 +496,15 @@ def play_tournament(
                 ]
                 if not todo:
                     continue
-                pending: list[EpisodeRecord] = []
-
-                def keep(record: EpisodeRecord, pending: list[EpisodeRecord] = pending) -> None:
-                    pending.append(record)
-                    if len(pending) >= 32:
-                        store.add_episodes(tid, pending)
-                        pending.clear()
-
-                run_episodes(market, todo, seller, list(pool), max_concurrent=64, on_episode=keep)
-                store.add_episodes(tid, pending)
+                # Each episode is stored as it finishes: a kill loses none that finished.
+                run_episodes(
+                    market,
+                    todo,
+                    seller,
+                    list(pool),
+                    max_concurrent=64,
+                    on_episode=lambda record: store.add_episodes(tid, [record]),
+                )
                 played += len(todo)
                 log(
                     f"{tournament.name}: {labels.get(seller, seller)} vs "
@@ -700,10 +742,12 @@ class LeagueRun:
 
 
 def league_folder(config: LeagueConfig, db_path: Path) -> Path:
-    """Where checkpoints live: ``folder`` from the config, else ``runs/<name>`` by the database."""
+    """Where checkpoints live: ``folder`` from the config, else ``runs/<name>`` beside the
+    database (``<name>`` in the database's own folder when that is already ``runs``)."""
     if config.folder:
         return Path(config.folder)
-    return db_path.resolve().parent / "runs" / config.name
+    parent = db_path.resolve().parent
+    return (parent if parent.name == "runs" else parent / "runs") / config.name
 
 
 @dataclass(frozen=True)

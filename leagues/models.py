@@ -16,6 +16,7 @@ turn, every reward is -1, and a group with equal rewards has no advantage to lea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +58,10 @@ def ensure_tiny_model(
         config = AutoConfig.from_pretrained(str(folder))
         config.max_position_embeddings = LONG_CONTEXT
         config.save_pretrained(str(folder))
+        tokenizer_config = folder / "tokenizer_config.json"
+        settings = json.loads(tokenizer_config.read_text())
+        settings["model_max_length"] = LONG_CONTEXT
+        tokenizer_config.write_text(json.dumps(settings, indent=2))
 
     return save_atomically(path, write)
 

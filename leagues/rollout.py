@@ -400,6 +400,16 @@ def _round_seed(seed: int, round_index: int) -> int:
     return int(state) & 0x7FFFFFFF
 
 
+METRIC_NAMES = (
+    "deal_rate",
+    "surplus_extraction_ratio",
+    "distinct_buyers_engaged",
+    "deal_on_top_buyer_rate",
+    "sell_below_cost_error_rate",
+)
+"""Section 4.1 metrics besides the reward, as logged per training step."""
+
+
 def episode_metrics(record: EpisodeRecord) -> dict[str, float | None]:
     """The Section 4.1 metrics of one episode (None where a metric does not apply)."""
     if record.result.outcome == "error":
@@ -411,16 +421,6 @@ def episode_metrics(record: EpisodeRecord) -> dict[str, float | None]:
         "deal_on_top_buyer_rate": metrics.episode_deal_on_top_buyer(record),
         "sell_below_cost_error_rate": metrics.episode_sold_below_cost(record),
     }
-
-
-METRIC_NAMES = (
-    "deal_rate",
-    "surplus_extraction_ratio",
-    "distinct_buyers_engaged",
-    "deal_on_top_buyer_rate",
-    "sell_below_cost_error_rate",
-)
-"""Section 4.1 metrics besides the reward, as logged per training step."""
 
 
 def assign_episodes(rows: Sequence[GroupRow]) -> tuple[list[GroupRow], list[int]]:
@@ -625,6 +625,8 @@ class VLLMGenerator:
         _, completion_ids, logprobs, _ = generation.generate(
             prompts=streams, images=None, num_generations=1
         )
+        if logprobs is None:
+            logprobs = [[[0.0]] * len(ids) for ids in completion_ids]
         results = []
         for ids, logps in zip(completion_ids, logprobs, strict=True):
             flat = [float("nan") if lp is None or lp[0] is None else float(lp[0]) for lp in logps]

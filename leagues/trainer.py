@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,8 @@ def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
         )
         if train.vllm_server_base_url:
             kwargs["vllm_server_base_url"] = train.vllm_server_base_url
+        if train.vllm_max_model_length:
+            kwargs["vllm_max_model_length"] = train.vllm_max_model_length
     return GRPOConfig(
         output_dir=str(job.output_dir),
         max_steps=job.steps,
@@ -220,10 +223,8 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
                 job.learner_name, chat, VLLMGenerator(trainer, stops), train.max_new_tokens, limit
             )
             return rollout_batch(rows, job.market, policy, seed)
-        with (
-            unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model,
-            eval_mode(model),
-        ):
+        generation = unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator)
+        with generation as model, eval_mode(model):
             generate = HFGenerator(
                 model,
                 tokenizer,
@@ -262,16 +263,19 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
             if on_step is not None and logs and "reward" in logs:
                 on_step(int(state.global_step), dict(logs))
 
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[learner_reward],
-        args=grpo_config(job, device, dtype),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=peft_config,
-        rollout_func=make_rollout_func(job, tokenizer),
-        callbacks=[StepRecorder()],
-    )
+    with warnings.catch_warnings():
+        # rollout_func is what this module is built on; TRL warns that it is experimental.
+        warnings.filterwarnings("ignore", message=".*'rollout_func'.*experimental")
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[learner_reward],
+            args=grpo_config(job, device, dtype),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            rollout_func=make_rollout_func(job, tokenizer),
+            callbacks=[StepRecorder()],
+        )
     # The step hook reports progress; the default printer would dump every log dict to stdout.
     trainer.remove_callback(PrinterCallback)
     return trainer

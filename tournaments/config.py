@@ -149,22 +149,28 @@ class TournamentConfig:
     @staticmethod
     def from_toml(path: str | Path) -> TournamentConfig:
         """Read ``[tournament]`` from a TOML file."""
-        file = Path(path)
+        values = read_toml_table(path, "tournament")
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ValueError(f"cannot read tournament config {file}: {exc}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{file} is not valid TOML: {exc}") from exc
-        extra = sorted(set(data) - {"tournament"})
-        if extra:
-            raise ValueError(f"{file}: unknown table(s) {', '.join(extra)}; use [tournament]")
-        if "tournament" not in data:
-            raise ValueError(f"{file} has no [tournament] table")
-        try:
-            return TournamentConfig.from_dict(data["tournament"], base=file.parent)
+            return TournamentConfig.from_dict(values, base=Path(path).parent)
         except ValueError as exc:
-            raise ValueError(f"{file}: {exc}") from None
+            raise ValueError(f"{path}: {exc}") from None
+
+
+def read_toml_table(path: str | Path, table: str) -> dict[str, Any]:
+    """The one top-level ``[table]`` of a TOML file; any other table, or none, is an error."""
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read {table} config {file}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{file} is not valid TOML: {exc}") from exc
+    extra = sorted(set(data) - {table})
+    if extra:
+        raise ValueError(f"{file}: unknown table(s) {', '.join(extra)}; use [{table}]")
+    if table not in data:
+        raise ValueError(f"{file} has no [{table}] table")
+    return data[table]
 
 
 def pool_label(pool: tuple[str, ...] | list[str]) -> str:

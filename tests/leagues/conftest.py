@@ -5,6 +5,7 @@ seat, so multi-turn episodes happen without a trained model)."""
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ def seller_reply(text: str, rng: np.random.Generator) -> str:
     active = [int(b) for b in _last(r"Active buyers you may target: ([0-9, ]+)\.", text).split(",")]
     target = int(rng.choice(active))
     price = round(float(rng.uniform(cost, list_price)), 2)
-    return f"Thought: Probe.\nTarget: {target}\nTalk: I can do ${price:.2f}.\nAction: [SELL] ${price:.2f}"
+    talk = f"I can do ${price:.2f}."
+    return f"Thought: Probe.\nTarget: {target}\nTalk: {talk}\nAction: [SELL] ${price:.2f}"
 
 
 def buyer_reply(text: str, rng: np.random.Generator) -> str:
@@ -91,13 +93,23 @@ class Lowballer:
         return "Thought: Cheap.\nTalk: One dollar.\nAction: [BUY] $1.00"
 
 
+NO_SYSTEM_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] != 'system' %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
 @pytest.fixture(scope="session")
 def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The tiny model fitted (about 15 s each) to quit as a seller, and to lowball as a buyer.
+    """The tiny model fitted (about 40 s in all) to quit as a seller, and to lowball as a buyer.
 
     A random model breaks the format on every turn, so every reward is -1 and GRPO has no
-    advantage to learn from; these, sampled at a low temperature, write a valid move (reward 0)
-    part of the time, so groups have different rewards.
+    advantage to learn from; these write a valid move (reward 0) most of the time, and sampled
+    at temperature 1 not always, so groups hold different rewards. Their chat template leaves
+    out the system message (any template is allowed): prompts of ~500 tokens instead of ~1,700
+    let a short fit teach the two-layer model its reply.
     """
     from agents import make_agent
     from agents.finetune import fit_on_transcripts
@@ -106,23 +118,26 @@ def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     from arena.scenarios import make_scenarios
     from tournaments.match import play_episode
 
+    base = tmp_path_factory.mktemp("warm") / "no-system"
+    shutil.copytree(tiny_model_dir, base)
+    (base / "chat_template.jinja").write_text(NO_SYSTEM_TEMPLATE)
     catalog = load_catalog()
+    markets = {
+        "seller": get_preset("in-distribution"),
+        "buyer": get_preset("bilateral", {"total_turns": 2}),
+    }
     models = {}
-    for preset, role in (("in-distribution", "seller"), ("bilateral", "buyer")):
-        market = get_preset(preset)
+    for role, market in markets.items():
         records = []
-        for scenario in make_scenarios(market, catalog, 99, 24):
+        for scenario in make_scenarios(market, catalog, 99, 64):
             if role == "seller":
                 seller = Quitter()
                 buyers = [make_agent("scripted:time", "buyer") for _ in range(3)]
             else:
                 seller, buyers = make_agent("scripted:prober", "seller"), [Lowballer()]
             records.append(play_episode(market, scenario, seller, buyers))
-        out = tmp_path_factory.mktemp("warm") / role
-        fit_on_transcripts(
-            tiny_model_dir, records, out, steps=40, lr=3e-3, config=market, roles=(role,),
-            max_length=512,
-        )  # fmt: skip
+        out = base.parent / role
+        fit_on_transcripts(base, records, out, steps=120, lr=3e-3, config=market, roles=(role,))
         models[role] = out
     return models
 

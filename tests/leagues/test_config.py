@@ -84,13 +84,13 @@ def test_bad_values_name_the_field_and_the_fix():
         LearnerConfig(model="tiny", side="referee")
     with pytest.raises(ValueError, match="opponents must be one of uniform, latest, pfsp, nash"):
         LearnerConfig(model="tiny", opponents="best")
-    with pytest.raises(ValueError, match="self-play.*must be even"):
+    with pytest.raises(ValueError, match=r"self-play.*must be even"):
         LearnerConfig(model="tiny", side="self-play", train=TrainConfig(batch_size=8, group_size=8))
 
 
 def test_a_bad_agent_spec_in_a_population_names_the_list(tmp_path):
     text = ISSUE_CONFIG.replace('"scripted:prober"', '"scripted:nobody"')
-    with pytest.raises(ValueError, match="league.sellers.*nobody"):
+    with pytest.raises(ValueError, match=r"league\.sellers.*nobody"):
         LeagueConfig.from_toml(write(tmp_path, text))
 
 

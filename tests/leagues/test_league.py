@@ -18,6 +18,7 @@ import pytest
 
 from leagues.config import LeagueConfig
 from leagues.league import (
+    config_changes,
     ensure_tables,
     eval_tournament,
     learner_payoffs,
@@ -72,9 +73,7 @@ def scripted_store(tmp_path: Path) -> tuple[Store, LeagueConfig]:
     config = LeagueConfig.from_toml(league_config(tmp_path))
     store = Store.open(tmp_path / "s.db")
     ensure_tables(store)
-    tournament = eval_tournament(
-        config, "t/gen-000", config.sellers, [(b,) for b in config.buyers]
-    )
+    tournament = eval_tournament(config, "t/gen-000", config.sellers, [(b,) for b in config.buyers])
     play_tournament(store, tournament, {}, lambda _m: None)
     return store, config
 
@@ -150,9 +149,9 @@ def test_a_nash_league_of_both_sides_trains_registers_and_rates(tmp_path):
         sellers = {r.seller for r in store.load_records(tournament="both/gen-002-buyer")}
         assert agents["gen-1-seller"]["spec"] in sellers
         plan = json.loads(
-            store.db.execute(
-                "SELECT plan FROM league_generations WHERE generation = 2"
-            ).fetchone()[0]
+            store.db.execute("SELECT plan FROM league_generations WHERE generation = 2").fetchone()[
+                0
+            ]
         )
         assert plan["opponents"][-1] == agents["gen-1-seller"]["spec"]
         assert np.isclose(sum(plan["weights"]), 1.0)
@@ -161,6 +160,15 @@ def test_a_nash_league_of_both_sides_trains_registers_and_rates(tmp_path):
 def _rows(db: Path, sql: str) -> list[tuple]:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql).fetchall()
+
+
+def _steps_stored(db: Path) -> int:
+    if not db.exists():
+        return 0
+    tables = {r[0] for r in _rows(db, "SELECT name FROM sqlite_master")}
+    return (
+        _rows(db, "SELECT COUNT(*) FROM training_steps")[0][0] if "training_steps" in tables else 0
+    )
 
 
 def _complete_checkpoints(folder: Path) -> list[int]:
@@ -175,15 +183,24 @@ def _complete_checkpoints(folder: Path) -> list[int]:
 def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_work(tmp_path):
     config_path = league_config(tmp_path, name="kill")
     db = tmp_path / "kill.db"
-    command = [sys.executable, "-m", "arena.cli", "league", "run", str(config_path), "--db", str(db)]
+    command = [
+        sys.executable,
+        "-m",
+        "arena.cli",
+        "league",
+        "run",
+        str(config_path),
+        "--db",
+        str(db),
+    ]
     env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
-    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)  # fmt: skip
+    first = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and first.poll() is None:
-        if db.exists() and "training_steps" in {r[0] for r in _rows(db, "SELECT name FROM sqlite_master")}:
-            if _rows(db, "SELECT COUNT(*) FROM training_steps")[0][0] >= 1:
-                break
+        if _steps_stored(db) >= 1:
+            break
         time.sleep(0.2)
     assert first.poll() is None, first.stderr.read().decode()[-2000:]
     first.send_signal(signal.SIGKILL)
@@ -211,23 +228,45 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
     for step in range(1, saved + 1):
         assert after[step] == before[step], f"step {step} was checkpointed, yet redone"
 
-    agents = _rows(db, "SELECT id, label, parent, generation, step, config_hash FROM agents "
-                       "WHERE generation IS NOT NULL ORDER BY generation")  # fmt: skip
+    agents = _rows(
+        db,
+        "SELECT id, label, parent, generation, step, config_hash FROM agents "
+        "WHERE generation IS NOT NULL ORDER BY generation",
+    )
     base, gen1, gen2 = agents
     assert (base[1], gen1[1], gen2[1]) == ("base", "gen-1-seller", "gen-2-seller")
     assert gen1[2] == base[0] and gen2[2] == gen1[0]
     assert (gen1[3], gen1[4], gen2[3], gen2[4]) == (1, 2, 2, 4)
     assert len({a[5] for a in agents}) == 1
 
-    episodes = _rows(db, "SELECT t.name, COUNT(*) FROM episodes e JOIN tournaments t "
-                         "ON t.id = e.tournament_id GROUP BY t.name ORDER BY t.name")  # fmt: skip
-    assert episodes == [("kill/gen-000", 3 * 2 * 4), ("kill/gen-001-seller", 2 * 4),
-                        ("kill/gen-002-seller", 2 * 4)]  # fmt: skip
-    ratings = _rows(db, "SELECT generation, label, rating, ci_low, ci_high FROM league_ratings "
-                        "WHERE role = 'seller' AND rating IS NOT NULL")  # fmt: skip
+    episodes = _rows(
+        db,
+        "SELECT t.name, COUNT(*) FROM episodes e JOIN tournaments t "
+        "ON t.id = e.tournament_id GROUP BY t.name ORDER BY t.name",
+    )
+    assert episodes == [
+        ("kill/gen-000", 3 * 2 * 4),
+        ("kill/gen-001-seller", 2 * 4),
+        ("kill/gen-002-seller", 2 * 4),
+    ]
+    ratings = _rows(
+        db,
+        "SELECT generation, label, rating, ci_low, ci_high FROM league_ratings "
+        "WHERE role = 'seller' AND rating IS NOT NULL",
+    )
     assert {(g, label) for g, label, *_ in ratings} >= {(2, "gen-2-seller"), (1, "gen-1-seller")}
     for _, _, rating, low, high in ratings:
         assert low <= rating + 1e-6 and rating <= high + 1e-6
     report = tmp_path / "files" / "report"
     assert (report / "league_kill_training.png").is_file()
     assert "League kill: ratings per generation" in (report / "index.html").read_text()
+
+
+def test_a_setting_added_since_a_league_was_stored_counts_only_when_not_default():
+    defaults = {"seed": 0, "learner": {"side": "seller", "train": {"new_knob": 0}}}
+    stored = {"seed": 0, "learner": {"side": "seller", "train": {}}}
+    same = {"seed": 0, "learner": {"side": "seller", "train": {"new_knob": 0}}}
+    assert config_changes(stored, same, defaults) == []
+    moved = {"seed": 0, "learner": {"side": "seller", "train": {"new_knob": 3}}}
+    assert config_changes(stored, moved, defaults) == ["learner.train.new_knob"]
+    assert config_changes(stored, {**same, "seed": 2}, defaults) == ["seed"]

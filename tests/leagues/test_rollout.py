@@ -67,7 +67,7 @@ def test_a_folder_without_a_chat_template_is_a_clear_error(tiny_model_dir, tmp_p
 
 
 def test_a_missing_model_folder_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="learner model folder .* does not exist"):
+    with pytest.raises(FileNotFoundError, match=r"learner model folder .* does not exist"):
         load_chat_tokenizer(tmp_path / "nowhere")
 
 
@@ -82,7 +82,9 @@ def test_masks_line_up_with_the_learners_own_tokens(tiny_tokenizer, text_policy)
         trained = [t for t, m in zip(stream.completion_ids, stream.env_mask, strict=True) if m]
         replies = tok.decode(trained, skip_special_tokens=False)
         assert replies == "".join(reply + tok.eos_token for reply in stream.replies)
-        assert all(lp == 0.0 for lp, m in zip(stream.logprobs, stream.env_mask, strict=True) if not m)
+        assert all(
+            lp == 0.0 for lp, m in zip(stream.logprobs, stream.env_mask, strict=True) if not m
+        )
 
 
 def test_the_stream_is_the_chat_template_rendering_of_the_agents_conversation(
@@ -93,9 +95,7 @@ def test_the_stream_is_the_chat_template_rendering_of_the_agents_conversation(
     examples = chat_examples([rollout.record], MARKET, roles=("seller",))
     assert len(examples) == len(rollout.streams["seller"].replies) >= 2
     chat = [*examples[-1].messages, ("assistant", examples[-1].reply)]
-    expected = tok.apply_chat_template(
-        [{"role": r, "content": c} for r, c in chat], tokenize=False
-    )
+    expected = tok.apply_chat_template([{"role": r, "content": c} for r, c in chat], tokenize=False)
     stream = rollout.streams["seller"]
     decoded = tok.decode(stream.prompt_ids + stream.completion_ids, skip_special_tokens=False)
     assert decoded + "\n" == expected
@@ -127,9 +127,7 @@ def test_rewards_equal_the_environments_rewards_for_the_learners_messages(
     assert len(rewards) > 1
 
 
-def test_a_buyer_learner_in_the_bilateral_market_streams_its_own_turns(
-    tiny_tokenizer, text_policy
-):
+def test_a_buyer_learner_in_the_bilateral_market_streams_its_own_turns(tiny_tokenizer, text_policy):
     tok = tiny_tokenizer
     rows = []
     for i in range(4):
