@@ -64,12 +64,22 @@ SELLER_METRICS: tuple[tuple[str, Callable[[list[EpisodeRecord]], metrics.Estimat
 )
 """Per-seller row metrics (means over the seller's episodes, paper Section 4.1)."""
 
+MULTI_PRODUCT_METRICS: tuple[tuple[str, Callable[[list[EpisodeRecord]], metrics.Estimate]], ...] = (
+    ("matching_quality", metrics.matching_quality),
+    ("optimal_pair_share", metrics.optimal_pair_share),
+    ("deals_per_episode", metrics.deals_per_episode),
+)
+"""Added to seller rows when the episodes sell several products (issue 6)."""
+
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("reward", "Reward"),
     ("deal_rate", "Deal Rate"),
     ("surplus_extraction_ratio", "Surplus Extr."),
     ("deal_on_top_buyer_rate", "Top Buyer"),
     ("sell_below_cost_error_rate", "Below Cost"),
+    ("matching_quality", "Matching"),
+    ("optimal_pair_share", "Opt. Pairs"),
+    ("deals_per_episode", "Deals/Ep"),
     ("buyer_surplus_extraction", "Buyer Surplus"),
     ("seller_reward", "Seller Reward"),
     ("cross_score", "Cross Score"),
@@ -286,6 +296,8 @@ def _finite(x: float) -> float | None:
 def seller_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     """The paper's per-seller metrics as plain means (None when undefined) for a row."""
     row: dict[str, Any] = {name: _value(fn(list(records))) for name, fn in SELLER_METRICS}
+    if any(r.scenario.num_products > 1 for r in records):
+        row |= {name: _value(fn(list(records))) for name, fn in MULTI_PRODUCT_METRICS}
     row["deal_buyer_rank_distribution"] = metrics.deal_buyer_rank_distribution(records)
     return row
 

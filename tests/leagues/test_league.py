@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import sqlite3
 import subprocess
@@ -193,18 +192,17 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
         "--db",
         str(db),
     ]
-    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
-    first = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    log = (tmp_path / "first.log").open("w")  # a file, not a pipe: a full pipe would block it
+    first = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and first.poll() is None:
         if _steps_stored(db) >= 1:
             break
         time.sleep(0.2)
-    assert first.poll() is None, first.stderr.read().decode()[-2000:]
+    assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
     first.send_signal(signal.SIGKILL)
     first.wait()
+    log.close()
     trainer = tmp_path / "files" / "gen-001-seller" / "trainer"
     saved = max(_complete_checkpoints(trainer), default=0)
     before = {
@@ -212,7 +210,7 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
         for step, *row in _rows(db, "SELECT step, logs, logged FROM training_steps ORDER BY step")
     }
 
-    second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    second = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=300)
     assert second.returncode == 0, second.stderr.decode()[-3000:]
 
     stages = _rows(db, "SELECT generation, stage FROM league_generations ORDER BY generation")

@@ -363,3 +363,25 @@ def test_stored_buyer_entries_reads_the_tournament_configs(tmp_path: Path) -> No
         stored_buyer_entries(db, "c")
     with pytest.raises(FileNotFoundError):
         stored_buyer_entries(tmp_path / "missing.db")
+
+
+def test_multi_product_seller_rows_carry_matching_quality_and_single_product_rows_do_not() -> None:
+    from arena.catalog import default_catalog
+    from arena.config import get_preset
+    from arena.scenarios import make_scenarios
+    from tournaments.leaderboard import leaderboard
+    from tournaments.match import play_many
+
+    rows = {}
+    for preset in ("multi-product", "in-distribution"):
+        config = get_preset(preset)
+        scenarios = make_scenarios(config, default_catalog(), 0, 16)
+        records = [
+            r
+            for seller in ("scripted:greedy", "scripted:oracle")
+            for r in play_many(config, scenarios, seller, ["scripted:time"])
+        ]
+        rows[preset] = {row["agent"]: row for row in leaderboard(records, "seller")}
+    assert rows["multi-product"]["scripted:oracle"]["matching_quality"] == 1.0
+    assert rows["multi-product"]["scripted:greedy"]["deals_per_episode"] > 1
+    assert "matching_quality" not in rows["in-distribution"]["scripted:oracle"]
