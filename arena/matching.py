@@ -32,6 +32,12 @@ def optimal_assignment(
     Weights go to networkx as integer cents so ties and sums are exact.
     """
     weights = gains(valuations, costs)
+    if len(costs) == 1 and stock[0] == 1:
+        # One unit: the best single buyer (the fast path of every single-product market).
+        best = max(range(len(weights)), key=lambda i: weights[i][0], default=None)
+        if best is None or weights[best][0] <= 0:
+            return 0.0, []
+        return weights[best][0], [(best, 0)]
     graph = nx.Graph()
     for i, row in enumerate(weights):
         for p, w in enumerate(row):

@@ -35,7 +35,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,11 +44,6 @@ from agents import check_spec
 from arena.catalog import SPLITS
 from arena.config import MarketConfig, get_preset
 from leagues.sampling import STRATEGIES
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 reads TOML with the tomli back-port
-    import tomli as tomllib
 
 SIDES = ("seller", "buyer", "both", "self-play")
 LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
@@ -232,8 +226,9 @@ class LearnerConfig:
     warm_start: str = field(
         default="",
         metadata=_help(
-            "scripted:<name>: before generation 0, fit the base model on that scripted agent's "
-            "transcripts (agents.finetune); empty: start from the base model as it is."
+            "scripted:<name>: before generation 1, fit the base model on that scripted agent's "
+            "transcripts (agents.finetune): a buyer for side = buyer, else a seller; empty: "
+            "start from the base model as it is."
         ),
     )
     warm_start_episodes: int = field(
@@ -432,20 +427,12 @@ class LeagueConfig:
     @staticmethod
     def from_toml(path: str | Path) -> LeagueConfig:
         """Read ``[league]`` from a TOML file."""
+        from tournaments.config import read_toml_table
+
         file = Path(path)
+        values = read_toml_table(file, "league")
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ValueError(f"cannot read league config {file}: {exc}") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{file} is not valid TOML: {exc}") from exc
-        extra = sorted(set(data) - {"league"})
-        if extra:
-            raise ValueError(f"{file}: unknown table(s) {', '.join(extra)}; use [league]")
-        if "league" not in data:
-            raise ValueError(f"{file} has no [league] table")
-        try:
-            return LeagueConfig.from_dict(data["league"], base=file.parent.resolve())
+            return LeagueConfig.from_dict(values, base=file.parent.resolve())
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{file}: {exc}") from None
 

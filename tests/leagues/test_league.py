@@ -29,6 +29,7 @@ from leagues.league import (
     win_rate,
 )
 from leagues.rollout import LEARNER
+from tournaments.config import read_toml_table
 from tournaments.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,9 +107,7 @@ def test_a_stored_league_with_other_settings_is_refused_but_may_grow(tmp_path):
 
 
 def _raw(tmp_path: Path) -> dict:
-    import tomllib
-
-    return tomllib.loads(league_config(tmp_path).read_text())["league"]
+    return read_toml_table(league_config(tmp_path), "league")
 
 
 def test_training_rows_fill_every_opponent_seat_with_the_drawn_opponent(tmp_path):
