@@ -741,6 +741,21 @@ class LeagueRun:
             play_tournament(self.store, tournament, self.labels, self.log)
 
 
+def check_splits(config: LeagueConfig) -> None:
+    """Fail early, naming the key, when a catalogue split cannot make the market's scenarios
+    (e.g. three substitutable products from the 6-product test split of the small catalogue)."""
+    market = config.market_config()
+    catalog = load_catalog(config.catalog)
+    for key in ("train_split", "eval_split"):
+        split = getattr(config, key)
+        try:
+            make_scenarios(market, split_catalog(catalog, split), config.seed, 1)
+        except ValueError as exc:
+            raise ValueError(
+                f'league.{key} = {split!r}: {exc}; choose another split ("all") or catalogue'
+            ) from None
+
+
 def league_folder(config: LeagueConfig, db_path: Path) -> Path:
     """Where checkpoints live: ``folder`` from the config, else ``runs/<name>`` beside the
     database (``<name>`` in the database's own folder when that is already ``runs``)."""
@@ -850,6 +865,7 @@ def run_league(
     With ``report``, an HTML report (tournament leaderboards, training curves, ratings per
     generation) is written to ``<folder>/report/index.html`` at the end.
     """
+    check_splits(config)
     db = Path(db_path)
     folder = league_folder(config, db)
     folder.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sqlite3
 import subprocess
@@ -191,8 +192,11 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
         "--db",
         str(db),
     ]
+    # The subprocesses import this checkout, whatever copy of the package is installed.
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": path}
     log = (tmp_path / "first.log").open("w")  # a file, not a pipe: a full pipe would block it
-    first = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and first.poll() is None:
         if _steps_stored(db) >= 1:
@@ -209,7 +213,7 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
         for step, *row in _rows(db, "SELECT step, logs, logged FROM training_steps ORDER BY step")
     }
 
-    second = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=300)
+    second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=300)
     assert second.returncode == 0, second.stderr.decode()[-3000:]
 
     stages = _rows(db, "SELECT generation, stage FROM league_generations ORDER BY generation")
