@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
@@ -44,7 +45,9 @@ def _guard(fn: Callable[[], T]) -> T:
         return fn()
     except USER_ERRORS as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(2) from None
 
 
@@ -294,12 +297,13 @@ def report(
     out: Annotated[Path, typer.Option(help="Output folder for index.html and PNGs.")],
 ) -> None:
     """Write an HTML report with plots."""
+    from leagues.report import league_sections
     from tournaments.report import write_report
 
     def run():
         if not db.exists():
             raise FileNotFoundError(f"no database at {db}")
-        return write_report(db, out)
+        return write_report(db, out, extra_sections=lambda out_dir: league_sections(db, out_dir))
 
     path = _guard(run)
     console.print(f"wrote {path}")

@@ -306,8 +306,10 @@ def plot_leaderboard(boards: dict[str, list[dict[str, Any]]], path: Path) -> Pat
     for ax, role in zip(axes, roles, strict=True):
         rows = rated[role][::-1]
         ratings = [r["rating"] for r in rows]
-        low = [r["rating"] - _number(r["ci_low"]) for r in rows]
-        high = [_number(r["ci_high"]) - r["rating"] for r in rows]
+        # A percentile bootstrap interval can exclude the point estimate on tiny or lopsided
+        # data (every game won); the bar then stops at the point instead of going negative.
+        low = [max(0.0, r["rating"] - _number(r["ci_low"])) for r in rows]
+        high = [max(0.0, _number(r["ci_high"]) - r["rating"]) for r in rows]
         labels = [f"{r['agent']} ({r['role']})" if role == "cross" else r["agent"] for r in rows]
         colors = ["tab:blue" if r["role"] == "seller" else "tab:orange" for r in rows]
         y = list(range(len(rows)))

@@ -167,3 +167,26 @@ def test_eval_with_an_openai_compatible_seller_runs_to_the_end(tmp_path: Path) -
     assert metrics["reward"]["n"] == 64
     assert metrics["sell_below_cost_error_rate"]["mean"] == 1.0
     assert data["run_stats"]["tokens_in"] > 0
+
+
+def test_config_errors_keep_their_table_names(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[tournament]\nname = "x"\nsellers = []\nbuyers = []\ncolour = "red"\n')
+    result = runner.invoke(app, ["tournament", "run", str(bad), "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert "colour" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_report_on_a_database_without_a_league_has_no_league_sections(tmp_path: Path) -> None:
+    toml = tmp_path / "t.toml"
+    toml.write_text(
+        '[tournament]\nname = "t"\nepisodes = 8\nsellers = ["scripted:prober", '
+        '"scripted:satisficer"]\nbuyers = ["scripted:time"]\n'
+    )
+    db = tmp_path / "t.db"
+    assert runner.invoke(app, ["tournament", "run", str(toml), "--db", str(db)]).exit_code == 0
+    result = runner.invoke(app, ["report", "--db", str(db), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert "Leaderboard" in page and "League" not in page
