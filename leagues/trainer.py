@@ -109,18 +109,10 @@ def load_chat_tokenizer(path: str | Path) -> Any:
 
 
 def resolve_device(train: TrainConfig) -> tuple[str, str]:
-    """(device, dtype name) with "auto" made concrete."""
-    import torch
+    """(device, dtype name) with "auto" made concrete, as the hf back-end resolves them."""
+    from agents.backends.hf_backend import resolve_device_dtype
 
-    device = train.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("league.learner.train.device = 'cuda' but torch sees no CUDA GPU")
-    dtype = train.dtype
-    if dtype == "auto":
-        dtype = "bfloat16" if device == "cuda" else "float32"
-    return device, dtype
+    return resolve_device_dtype(train.device, train.dtype, "league.learner.train.device")
 
 
 def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:

@@ -193,16 +193,18 @@ def keep_rows(cache: Any, rows: Any) -> None:
         layer.batch_size = len(rows)
 
 
-def resolve_device_dtype(config: HFConfig) -> tuple[str, str]:
-    """Turn "auto" into a concrete device and dtype name."""
+def resolve_device_dtype(device: str, dtype: str, name: str = "device") -> tuple[str, str]:
+    """Turn "auto" into a concrete device and dtype name (bfloat16 on CUDA, float32 on CPU).
+
+    ``name`` is the setting to blame in the error (the back-end's ``device`` parameter, or a
+    league's ``league.learner.train.device``).
+    """
     import torch
 
-    device = config.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     elif device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device=cuda but torch sees no CUDA GPU; use device=cpu or auto")
-    dtype = config.dtype
+        raise ValueError(f"{name}=cuda but torch sees no CUDA GPU; use cpu or auto")
     if dtype == "auto":
         dtype = "bfloat16" if device == "cuda" else "float32"
     return device, dtype
@@ -220,7 +222,7 @@ class HFBackend:
         self.key = f"hf:{name}" + non_default_query(config)
         if config.threads is not None:
             torch.set_num_threads(config.threads)
-        self.device, self.dtype = resolve_device_dtype(config)
+        self.device, self.dtype = resolve_device_dtype(config.device, config.dtype)
         self.tokenizer = load_tokenizer(name)
         self.model = AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, self.dtype))
         self.model.to(self.device)
