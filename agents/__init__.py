@@ -22,11 +22,22 @@ def make_agent(spec: str | AgentSpec, role: str):
     return make_llm_agent(parsed, role)
 
 
-def check_spec(spec: str, role: str) -> AgentSpec:
-    """Parse and, for scripted agents, build once, so a bad spec fails before any work."""
-    parsed = parse_spec(spec)
-    if parsed.kind == "scripted":
-        make_agent(parsed, role)
+def check_spec(spec: str, role: str, where: str | None = None) -> AgentSpec:
+    """Parse and, for scripted agents, build once, so a bad spec fails before any work.
+
+    ``where`` (e.g. "tournament.sellers[1]") prefixes the error so a config file's mistake is
+    found at once.
+    """
+    try:
+        if not isinstance(spec, str):
+            raise SpecError(f"agent specs must be strings, got {spec!r}")
+        parsed = parse_spec(spec)
+        if parsed.kind == "scripted":
+            make_agent(parsed, role)
+    except ValueError as exc:
+        if where is None:
+            raise
+        raise SpecError(f"{where}: {exc}") from None
     return parsed
 
 

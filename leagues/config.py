@@ -272,7 +272,7 @@ class LearnerConfig:
             )
         _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
         if self.warm_start:
-            _check_spec(f"{where}.warm_start", self.warm_start, self.warm_start_role)
+            check_spec(self.warm_start, self.warm_start_role, f"{where}.warm_start")
             if not self.warm_start.startswith("scripted:"):
                 raise ValueError(f"{where}.warm_start must be a scripted agent spec")
 
@@ -343,7 +343,7 @@ class LeagueConfig:
             if len(set(specs)) != len(specs):
                 raise ValueError(f"league.{role}s lists a spec twice")
             for spec in specs:
-                _check_spec(f"league.{role}s", spec, role)
+                check_spec(spec, role, f"league.{role}s")
         for name in ("generations", "bootstrap_rounds", "cpu_threads"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -451,12 +451,3 @@ def _known(data: Mapping[str, Any], cls: type, table: str) -> dict[str, Any]:
 def _positive_int(where: str, name: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")
-
-
-def _check_spec(where: str, spec: Any, role: str) -> None:
-    if not isinstance(spec, str):
-        raise ValueError(f"{where}: agent specs must be strings, got {spec!r}")
-    try:
-        check_spec(spec, role)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None

@@ -76,12 +76,12 @@ class TournamentConfig:
         if not self.buyers:
             raise ValueError("tournament.buyers must list at least one buyer entry")
         for spec in self.sellers:
-            _check("tournament.sellers", spec, "seller")
+            check_spec(spec, "seller", "tournament.sellers")
         for entry in self.buyers:
             if not entry:
                 raise ValueError("tournament.buyers has an empty pool; list at least one spec")
             for spec in entry:
-                _check("tournament.buyers", spec, "buyer")
+                check_spec(spec, "buyer", "tournament.buyers")
         for name, items in (("sellers", self.sellers), ("buyers", self.buyer_labels)):
             repeated = sorted({x for x in items if items.count(x) > 1})
             if repeated:
@@ -176,15 +176,6 @@ def read_toml_table(path: str | Path, table: str) -> dict[str, Any]:
 def pool_label(pool: tuple[str, ...] | list[str]) -> str:
     """The single name of a buyer entry: its specs joined with "|"."""
     return "|".join(pool)
-
-
-def _check(where: str, spec: Any, role: str) -> None:
-    if not isinstance(spec, str):
-        raise ValueError(f"{where}: agent specs must be strings, got {spec!r}")
-    try:
-        check_spec(spec, role)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
 
 
 def _as_list(name: str, value: Any) -> list[Any]:
