@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agents.backends import close_backends
 from agents.engine import run_episodes
 from agents.testing.http_server import Reply, ScriptedChatServer
 from arena.catalog import load_catalog
@@ -21,25 +19,6 @@ from tournaments.match import buyer_lineup, play_many
 FAST = "max_retries=1&backoff=0.001&timeout=5"
 MONEY = r"\$([\d,]+\.\d{2})"
 PLANTED_THOUGHT = "SELLER-SECRET-THOUGHT"
-
-
-@pytest.fixture(autouse=True)
-def fresh_backends() -> Iterator[None]:
-    close_backends()
-    yield
-    close_backends()
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """Torch on one thread for the tiny model: on a shared 2-core machine two OpenMP threads
-    can spin against other processes and run ten times slower."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agents.backends import close_backends
 from agents.engine import run_episodes
 from agents.finetune import chat_examples, fit_on_transcripts, tokenize_example
 from agents.testing.http_server import ScriptedChatServer
@@ -21,25 +19,6 @@ from tournaments.match import play_many
 
 CONFIG = get_preset("in-distribution")
 FIT_LINEUP = ("scripted:time", ["scripted:time"])
-
-
-@pytest.fixture(autouse=True)
-def fresh_backends() -> Iterator[None]:
-    close_backends()
-    yield
-    close_backends()
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """Torch on one thread: on a shared 2-core machine, OpenMP spinning on two threads can
-    slow small models tenfold; one thread keeps the fitting test's time predictable."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def anchor_or_counter(messages: list[dict[str, str]]) -> str:

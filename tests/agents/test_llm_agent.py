@@ -6,13 +6,12 @@ trip through the openai back-end); back-end sharing is checked with the tiny loc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agents import make_agent
-from agents.backends import Completion, close_backends
+from agents.backends import Completion
 from agents.base import EpisodeContext, agent_seed
 from agents.llm import (
     DEFAULT_MAX_TOKENS,
@@ -34,14 +33,6 @@ FAST = "max_retries=0&backoff=0.001&timeout=5"
 SELLER_REPLY = (
     "Thought: MY-PRIVATE-PLAN\nTarget: 1\nTalk: List price, friend.\nAction: [SELL] $500.00"
 )
-
-
-@pytest.fixture(autouse=True)
-def fresh_backends() -> Iterator[None]:
-    """Back-ends are cached per process; each test starts and ends with none."""
-    close_backends()
-    yield
-    close_backends()
 
 
 def scenario(config: MarketConfig, seed: int = 0) -> Scenario:
