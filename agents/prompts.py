@@ -23,15 +23,14 @@ seller's cost or another buyer's values. The per-turn user message is the observ
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Mapping
 from importlib import resources
 
 from arena.catalog import Product
 from arena.game import BuyerView, SellerView
+from arena.money import floor_cents, format_price
 from arena.observations import buyer_text, seller_text
-from arena.protocol import format_price
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _BLANK_RUNS = re.compile(r"\n{3,}")
@@ -109,10 +108,6 @@ def _cards(products: tuple[Product, ...]) -> str:
     return "\n\n".join(product_card(p, f"Product {i + 1}") for i, p in enumerate(products))
 
 
-def _floor_cents(x: float) -> float:
-    return math.floor(x * 100 + 1e-6) / 100
-
-
 def seller_system_prompt(view: SellerView, total_turns: int, persona: str = "") -> str:
     """The seller's system prompt (Section 11.2) from its first view and the market's T."""
     products = view.products
@@ -149,7 +144,7 @@ def buyer_system_prompt(view: BuyerView, persona: str = "") -> str:
         )
     else:
         opening_rule = render("buyer_opening_free")
-    example = _floor_cents(0.5 * min(view.valuations[opening], products[opening].list_price))
+    example = floor_cents(0.5 * min(view.valuations[opening], products[opening].list_price))
     values: dict[str, object] = {
         "products": _cards(products),
         "per_buyer_cap": view.max_rounds,

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from arena.money import cents
+
 SPLIT_SEED = 20260410
 """Seed of the numpy generator that draws the held-out test products in `split_catalog`."""
 
@@ -63,7 +65,7 @@ class Product:
             object.__setattr__(self, name, round(float(value), 2))
         if self.cost < 0:
             raise ValueError(f"product {self.id!r}: cost must be >= 0, got {self.cost}")
-        if round(self.list_price * 100) <= round(self.cost * 100):
+        if cents(self.list_price) <= cents(self.cost):
             raise ValueError(
                 f"product {self.id!r}: list_price ({self.list_price}) must exceed cost "
                 f"({self.cost}), otherwise there is no room to bargain"
@@ -134,7 +136,7 @@ def load_amazon_catalog(path: str | Path) -> list[Product]:
                 skipped += 1
                 continue
             list_price, cost = round(max(list_price, highest), 2), round(cost, 2)
-            if round(list_price * 100) <= round(cost * 100) or cost < 0:
+            if cents(list_price) <= cents(cost) or cost < 0:
                 skipped += 1
                 continue
             products.append(

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.seats import seats
+
 Interval = tuple[float, float]
 
 PAPER_TIERS: tuple[Interval, ...] = ((0.40, 0.55), (0.65, 0.80), (1.00, 1.15))
@@ -124,12 +126,7 @@ class MarketConfig:
 
     @property
     def agents(self) -> list[str]:
-        return ["seller", *buyer_names(self.num_buyers)]
-
-
-def buyer_names(n: int) -> list[str]:
-    """Agent names of the buyers: ``buyer_1`` .. ``buyer_N`` (1-based, as in the protocol)."""
-    return [f"buyer_{i + 1}" for i in range(n)]
+        return seats(self.num_buyers)
 
 
 def _check_positive_int(cfg: MarketConfig, *names: str) -> None:

@@ -53,6 +53,7 @@ from arena.game import BuyerView, Market, SellerView
 from arena.observations import buyer_text, seller_text
 from arena.records import ENV_VERSION, EpisodeResult
 from arena.scenarios import Scenario, make_scenario
+from arena.seats import buyer_seat
 
 MAX_TEXT = 65_536
 
@@ -168,7 +169,7 @@ class MarketEnv(AECEnv):
             result = market.result()
             self.rewards = {"seller": result.seller_reward}
             for i, reward in enumerate(result.buyer_rewards):
-                self.rewards[f"buyer_{i + 1}"] = reward
+                self.rewards[buyer_seat(i)] = reward
             info = {
                 "outcome": result.outcome,
                 "termination": result.termination,

@@ -29,6 +29,7 @@ from arena.rules import (
     status_after_reply,
 )
 from arena.scenarios import Scenario
+from arena.seats import SELLER, buyer_index, buyer_seat
 
 
 @dataclass(frozen=True)
@@ -165,13 +166,20 @@ class Market:
         self._log: list[tuple[int, Event]] = []
         self.phase = "opening"
         self.buyer = 0
-        self.current = "buyer_1"
+        self.current = buyer_seat(0)
         self.steps = 0
         """Messages applied so far (valid or not): a cheap version stamp for caches."""
 
     @property
     def done(self) -> bool:
         return self.termination is not None
+
+    def view(self, seat: str | None = None) -> SellerView | BuyerView:
+        """The structured view of ``seat``; by default of the agent to act now (``current``)."""
+        seat = self.current if seat is None else seat
+        if not seat:
+            raise RuntimeError("the episode is over: nobody is to act")
+        return self.seller_view() if seat == SELLER else self.buyer_view(buyer_index(seat))
 
     def seller_view(self) -> SellerView:
         K = self.config.per_buyer_cap
@@ -263,7 +271,7 @@ class Market:
         statuses = [c.status for c in self.channels]
         found = seller_violation(msg, statuses, bids, self.scenario.costs, self.stock)
         to = (
-            f"buyer_{msg.buyer + 1}"
+            buyer_seat(msg.buyer)
             if not isinstance(msg, FormatViolation) and msg.kind is not Kind.QUIT
             else "all"
         )
@@ -287,7 +295,7 @@ class Market:
             self._account(buyer, quit=False, closed=True)
             return
         channel.offers[product] = msg.price
-        self.phase, self.buyer, self.current = "reply", buyer, f"buyer_{buyer + 1}"
+        self.phase, self.buyer, self.current = "reply", buyer, buyer_seat(buyer)
         self.attempts = 0
 
     def _buyer_step(self, text: str, tokens_in: int, tokens_out: int) -> None:
@@ -348,12 +356,12 @@ class Market:
     def _next_opening(self) -> None:
         self.buyer += 1
         if self.buyer < self.config.num_buyers:
-            self.current = f"buyer_{self.buyer + 1}"
+            self.current = buyer_seat(self.buyer)
             return
         if not any(c.status is Status.ACTIVE for c in self.channels):
             self._finish("market_exhausted")
             return
-        self.phase, self.current = "seller", "seller"
+        self.phase, self.current = "seller", SELLER
 
     def _close(self, buyer: int, product: int, price: float, by: str) -> None:
         self.deals.append(Deal(buyer, product, price, by, self.turn))
@@ -372,7 +380,7 @@ class Market:
         if over is not None:
             self._finish(over)
             return
-        self.phase, self.current = "seller", "seller"
+        self.phase, self.current = "seller", SELLER
 
     def _finish(self, termination: str) -> None:
         self.termination = termination
@@ -405,7 +413,7 @@ class Market:
                     self.violation[1],
                     self.violation[2],
                 )
-                buyer_rewards[int(by.split("_")[1]) - 1] = VIOLATION_REWARD
+                buyer_rewards[buyer_index(by)] = VIOLATION_REWARD
                 outcome = "violation"
         return EpisodeResult(
             outcome=outcome,

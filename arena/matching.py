@@ -12,13 +12,13 @@ from collections.abc import Sequence
 
 import networkx as nx
 
-from arena.scenarios import cents
+from arena.money import cents, dollars
 
 
 def gains(valuations: Sequence[Sequence[float]], costs: Sequence[float]) -> list[list[float]]:
     """Gains from trade max(0, v_ip - c_p) per buyer and product, in dollars."""
     return [
-        [max(0.0, cents(v - c) / 100) for v, c in zip(row, costs, strict=True)]
+        [max(0.0, dollars(cents(v - c))) for v, c in zip(row, costs, strict=True)]
         for row in valuations
     ]
 
@@ -44,14 +44,14 @@ def optimal_assignment(
             if w <= 0:
                 continue
             for unit in range(stock[p]):
-                graph.add_edge(("b", i), ("u", p, unit), weight=round(w * 100))
+                graph.add_edge(("b", i), ("u", p, unit), weight=cents(w))
     matching = nx.max_weight_matching(graph, maxcardinality=False)
     pairs = []
     for a, b in matching:
         buyer, unit = (a, b) if a[0] == "b" else (b, a)
         pairs.append((buyer[1], unit[1]))
     pairs.sort()
-    total = sum(round(weights[i][p] * 100) for i, p in pairs) / 100
+    total = dollars(sum(cents(weights[i][p]) for i, p in pairs))
     return total, pairs
 
 
@@ -62,7 +62,7 @@ def realised_gains(
 ) -> float:
     """Gains from trade of the closed (buyer, product) deals."""
     weights = gains(valuations, costs)
-    return sum(round(weights[i][p] * 100) for i, p in deals) / 100
+    return dollars(sum(cents(weights[i][p]) for i, p in deals))
 
 
 def matching_quality(
@@ -108,4 +108,4 @@ def on_optimal_assignment(
     others = [row if i != buyer else [0.0] * len(row) for i, row in enumerate(valuations)]
     rest_stock = [s - (p == product) for p, s in enumerate(stock)]
     rest, _ = optimal_assignment(others, costs, rest_stock)
-    return round((weight + rest) * 100) == round(best * 100)
+    return cents(weight + rest) == cents(best)

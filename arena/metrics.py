@@ -25,10 +25,11 @@ from typing import Any
 
 from arena.matching import matching_quality as _matching_quality
 from arena.matching import optimal_pair_share as _optimal_pair_share
+from arena.money import cents
 from arena.records import Deal, EpisodeRecord
 from arena.rewards import buyer_surplus_ratio, seller_surplus_ratio
 from arena.rules import Violation
-from arena.scenarios import Scenario, cents
+from arena.scenarios import Scenario
 
 TABLE1_COLUMNS: list[tuple[str, str]] = [
     ("reward", "Reward"),

@@ -10,7 +10,7 @@ a Thought, a Target, the cost or anything about another buyer (sealed channels, 
 from __future__ import annotations
 
 from arena.game import BuyerView, SellerView
-from arena.protocol import format_price
+from arena.money import format_price
 from arena.records import Event
 
 

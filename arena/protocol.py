@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from arena.money import format_price
+
 
 class Kind(str, Enum):
     """The transactional move of a message."""
@@ -239,11 +241,6 @@ def parse_buyer(text: str, multi_product: bool = False) -> BuyerMessage | Format
         return product
     kind, price = action
     return BuyerMessage(fields["thought"], fields["talk"], kind, price, product)
-
-
-def format_price(price: float) -> str:
-    """``$1299.5`` -> ``$1,299.50``: the canonical rendering of a price."""
-    return f"${price:,.2f}"
 
 
 def render_action(kind: Kind, price: float | None) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
+from arena.money import cents
 from arena.protocol import BuyerMessage, FormatViolation, Kind, SellerMessage
-from arena.scenarios import cents
 
 
 class Status(str, Enum):

@@ -15,6 +15,7 @@ import numpy as np
 
 from arena.catalog import Product
 from arena.config import MarketConfig
+from arena.money import round_cents
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,6 @@ class Scenario:
         return min(int(self.slot_draws[slot] * pool_size), pool_size - 1)
 
 
-def cents(x: float) -> int:
-    """A dollar amount as integer cents; every price comparison goes through this."""
-    return round(x * 100)
-
-
-def _money(x: float) -> float:
-    return round(float(x), 2)
-
-
 def _scaled(product: Product, scale: float) -> Product:
     if scale == 1.0:
         return product
@@ -82,8 +74,8 @@ def _scaled(product: Product, scale: float) -> Product:
         title=product.title,
         description=product.description,
         features=product.features,
-        list_price=_money(product.list_price * scale),
-        cost=_money(product.cost * scale),
+        list_price=round_cents(product.list_price * scale),
+        cost=round_cents(product.cost * scale),
     )
 
 
@@ -114,12 +106,12 @@ def make_scenario(
         terms = 1.0 + config.product_spread * (c * common + (1.0 - c) * own)
     lists = np.array([p.list_price for p in products])
     valuations = tuple(
-        tuple(_money(ratios[i] * lists[j] * terms[i, j]) for j in range(m)) for i in range(n)
+        tuple(round_cents(ratios[i] * lists[j] * terms[i, j]) for j in range(m)) for i in range(n)
     )
     opening_products = tuple(int(np.argmax(terms[i])) for i in range(n))
     offer_ratios = rng.uniform(*config.first_offer_range, size=n)
     first_offers = tuple(
-        _money(offer_ratios[i] * lists[opening_products[i]])
+        round_cents(offer_ratios[i] * lists[opening_products[i]])
         if config.regulate_first_offer
         else None
         for i in range(n)

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from arena import metrics
+from arena.money import cents
 from arena.records import EpisodeRecord
-from arena.scenarios import cents
 from tournaments.config import pool_label
 from tournaments.match import buyer_lineup
 from tournaments.ratings import RatingConfig, bradley_terry_ratings, elo_ratings

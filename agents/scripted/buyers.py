@@ -20,11 +20,8 @@ import numpy as np
 
 from agents.base import EpisodeContext
 from arena.game import BuyerView
+from arena.money import cents, floor_cents
 from arena.protocol import BuyerMessage, Kind, render_buyer
-
-
-def _floor_cents(x: float) -> float:
-    return math.floor(x * 100 + 1e-6) / 100
 
 
 def respond(
@@ -87,11 +84,11 @@ class _Buyer:
         p = target_product(view)
         offer = view.offers.get(p)
         rounds = sum(1 for e in view.events if e.speaker == "seller")
-        bid = _floor_cents(min(self.next_bid(view, p, rounds), view.valuations[p]))
-        if offer is not None and round(offer * 100) <= round(bid * 100):
+        bid = floor_cents(min(self.next_bid(view, p, rounds), view.valuations[p]))
+        if offer is not None and cents(offer) <= cents(bid):
             return respond(view, Kind.DEAL, None, "The offer is within my plan.", "Deal.", p)
         if offer is not None:
-            bid = min(bid, _floor_cents(offer - 0.01))
+            bid = min(bid, floor_cents(offer - 0.01))
         previous = view.bids.get(p, 0.0)
         bid = max(bid, min(previous, view.valuations[p]))
         return respond(view, Kind.BUY, bid, "Counter below my budget.", f"I can pay {bid:.2f}.", p)
@@ -102,8 +99,8 @@ class _Buyer:
             price = view.regulated_opening
         else:
             noise = 1.0 + self.rng.uniform(-self.style.jitter, self.style.jitter)
-            price = _floor_cents(view.valuations[p] * self.style.opening * noise)
-        price = min(price, _floor_cents(view.valuations[p]))
+            price = floor_cents(view.valuations[p] * self.style.opening * noise)
+        price = min(price, floor_cents(view.valuations[p]))
         return respond(view, Kind.BUY, price, "Open low.", f"Would you take {price:.2f}?", p)
 
     def opening_bid(self, view: BuyerView, p: int) -> float:

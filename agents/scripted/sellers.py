@@ -25,15 +25,8 @@ from dataclasses import dataclass
 from agents.base import EpisodeContext
 from arena.game import SellerView
 from arena.matching import optimal_assignment
+from arena.money import ceil_cents, cents, floor_cents
 from arena.protocol import Kind, SellerMessage, render_seller
-
-
-def _floor_cents(x: float) -> float:
-    return math.floor(x * 100 + 1e-6) / 100
-
-
-def _ceil_cents(x: float) -> float:
-    return math.ceil(x * 100 - 1e-6) / 100
 
 
 def say(
@@ -69,7 +62,7 @@ def standing_bids(view: SellerView) -> list[tuple[int, int, float]]:
 def profitable(view: SellerView) -> list[tuple[int, int, float]]:
     """Standing bids at or above the product's cost."""
     costs = view.costs
-    return [(i, p, b) for i, p, b in standing_bids(view) if round(b * 100) >= round(costs[p] * 100)]
+    return [(i, p, b) for i, p, b in standing_bids(view) if cents(b) >= cents(costs[p])]
 
 
 def preferred_product(view: SellerView, buyer: int) -> int:
@@ -114,7 +107,7 @@ class Satisficer:
         product = view.products[p]
         bid = view.channels[i].bids.get(p, 0.0)
         ask = product.list_price - self.config.concession * (product.list_price - bid)
-        ask = max(_ceil_cents(ask), product.cost)
+        ask = max(ceil_cents(ask), product.cost)
         talk = f"I can do {ask:.2f} for the {product.title[:40]}."
         return say(view, i, Kind.SELL, ask, "Meet them partway.", talk, p)
 
@@ -184,7 +177,7 @@ class Prober:
                 return say(
                     view, pick[0], Kind.DEAL, pick[2], "Last chance: close.", "Deal.", pick[1]
                 )
-            expected = _floor_cents(min(estimates[i][p], lists[p]))
+            expected = floor_cents(min(estimates[i][p], lists[p]))
             if expected >= costs[p] and view.channels[i].bids.get(p) is not None:
                 talk = f"Meet me at {expected:.2f} and it is yours."
                 return say(
@@ -254,13 +247,13 @@ class TimeSeller:
         floor = product.cost + self.config.margin * (product.list_price - product.cost)
         t = (view.turn - 1) / max(1, self.total - 1)
         price = floor + (product.list_price - floor) * (1.0 - t ** (1.0 / self.config.e))
-        return max(_ceil_cents(price), product.cost)
+        return max(ceil_cents(price), product.cost)
 
     def act(self, view: SellerView) -> str:
         if not view.active:
             return quit_message(view, "Nobody is left.")
         for i, p, bid in sorted(profitable(view), key=lambda t: -t[2]):
-            if round(bid * 100) >= round(self.ask(view, p) * 100):
+            if cents(bid) >= cents(self.ask(view, p)):
                 return say(view, i, Kind.DEAL, bid, "The bid meets my ask.", "Deal.", p)
         bids = standing_bids(view)
         if bids:
@@ -306,9 +299,9 @@ class Oracle:
         product = view.products[p]
         bid = view.channels[i].bids.get(p)
         allotted = min(view.channels[i].remaining, view.remaining_turns // len(pairs))
-        if allotted <= 1 and bid is not None and round(bid * 100) >= round(product.cost * 100):
+        if allotted <= 1 and bid is not None and cents(bid) >= cents(product.cost):
             return say(view, i, Kind.DEAL, bid, "Oracle: close this pair.", "Deal.", p)
-        ask = max(min(product.list_price, _floor_cents(self.valuations[i][p])), product.cost)
+        ask = max(min(product.list_price, floor_cents(self.valuations[i][p])), product.cost)
         return say(view, i, Kind.SELL, ask, "Oracle: ask its budget.", f"{ask:.2f}, final.", p)
 
 

@@ -12,9 +12,10 @@ from agents.scripted.sellers import SELLERS
 from agents.specs import SpecError
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset, preset_names
+from arena.money import cents
 from arena.protocol import parse_buyer, parse_seller
 from arena.records import EpisodeRecord
-from arena.scenarios import Scenario, cents, make_scenarios
+from arena.scenarios import Scenario, make_scenarios
 from tournaments.match import play_episode, play_many
 
 CATALOG = default_catalog()

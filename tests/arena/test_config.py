@@ -12,12 +12,12 @@ from arena.config import (
     PRESETS,
     MarketConfig,
     apply_overrides,
-    buyer_names,
     config_to_dict,
     get_preset,
     parse_assignments,
     preset_names,
 )
+from arena.seats import buyer_seats
 
 
 def test_in_distribution_preset_is_the_paper_market():
@@ -46,8 +46,8 @@ def test_every_preset_is_named_after_its_key():
 
 
 def test_agents_are_seller_then_one_based_buyers():
-    assert get_preset("ood").agents == ["seller", *buyer_names(5)]
-    assert buyer_names(2) == ["buyer_1", "buyer_2"]
+    assert get_preset("ood").agents == ["seller", *buyer_seats(5)]
+    assert buyer_seats(2) == ["buyer_1", "buyer_2"]
 
 
 def test_unknown_preset_lists_the_known_ones():

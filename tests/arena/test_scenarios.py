@@ -8,7 +8,8 @@ import pytest
 
 from arena.catalog import Product, default_catalog
 from arena.config import PAPER_TIERS, MarketConfig, get_preset
-from arena.scenarios import cents, make_scenario, make_scenarios
+from arena.money import cents
+from arena.scenarios import make_scenario, make_scenarios
 from tournaments.match import play_many
 
 CATALOG = default_catalog()

@@ -1,0 +1,40 @@
+"""Money: prices are dollars as floats on the surface and integer cents underneath.
+
+Every comparison of two prices goes through :func:`cents`, so $18.70 and 18.7000000001 are the
+same price and no rule depends on float rounding. The helpers here are the only place where a
+price is rounded, floored, ceiled or rendered.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def cents(x: float) -> int:
+    """A dollar amount as integer cents (round half to even, as ``round``)."""
+    return round(x * 100)
+
+
+def dollars(c: int) -> float:
+    """Integer cents back to a dollar float."""
+    return c / 100
+
+
+def floor_cents(x: float) -> float:
+    """``x`` rounded down to a whole cent (a bid that must not exceed ``x``)."""
+    return math.floor(x * 100 + 1e-6) / 100
+
+
+def ceil_cents(x: float) -> float:
+    """``x`` rounded up to a whole cent (an ask that must not fall below ``x``)."""
+    return math.ceil(x * 100 - 1e-6) / 100
+
+
+def round_cents(x: float) -> float:
+    """``x`` rounded to the nearest cent, as a float."""
+    return round(float(x), 2)
+
+
+def format_price(price: float) -> str:
+    """``1299.5`` -> ``$1,299.50``: the canonical rendering of a price."""
+    return f"${price:,.2f}"
