@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
+from agents.llm import make_llm_agent
+from agents.scripted import make_scripted
 from agents.specs import AgentSpec, SpecError, parse_spec
 
 
 def make_agent(spec: str | AgentSpec, role: str):
     """Build the agent named by ``spec`` for ``role`` ("seller" or "buyer").
 
-    LLM kinds import their back-end lazily, so scripted play needs no heavy dependency.
+    LLM back-ends import their heavy libraries (torch, vllm, openai) only when a model is
+    loaded, so scripted play needs none of them.
     """
     parsed = parse_spec(spec) if isinstance(spec, str) else spec
     if role not in ("seller", "buyer"):
         raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
     if parsed.kind == "scripted":
-        from agents.scripted import make_scripted
-
         return make_scripted(parsed, role)
-    from agents.llm import make_llm_agent
-
     return make_llm_agent(parsed, role)
 
 

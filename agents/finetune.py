@@ -1,9 +1,10 @@
 """Supervised fitting of a chat model on negotiation transcripts (plain next-token training).
 
 A stored episode keeps every message as sent, but not the prompts the agents saw. ``chat_examples``
-rebuilds them by replaying the episode through a fresh ``Market``: at each turn the acting agent's
-chat (system prompt, its own past turns, this turn's observation) is built exactly as an
-:class:`agents.llm.LLMAgent` would build it, and the message actually sent is the target reply.
+rebuilds them by replaying the episode through the episode driver: every seat is played by a
+:class:`agents.driver.Replay` of the recorded messages, watched by an
+:class:`agents.llm.LLMAgent` that builds the seat's chat (system prompt, its own past turns, this
+turn's observation) exactly as it would in play; the message actually sent is the target reply.
 
 ``fit_on_transcripts`` trains a causal LM on those examples with the loss on the assistant tokens
 only (the prompt is context, not target). It is deliberately small: CPU-friendly, a few hundred
@@ -21,10 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.llm import Conversation
-from agents.prompts import observation, system_prompt
+from agents.backends.base import Completion
+from agents.backends.hf_backend import load_tokenizer
+from agents.base import EpisodeContext, View
+from agents.driver import Episode, Replay, Transcript
+from agents.llm import LLMAgent, LLMAgentConfig
+from agents.specs import AgentSpec
 from arena.config import MarketConfig, get_preset
-from arena.game import Market
 from arena.records import EpisodeRecord
 
 Chat = tuple[tuple[str, str], ...]
@@ -38,6 +42,43 @@ class ChatExample:
     role: str
     messages: Chat
     reply: str
+
+
+class Transcriber:
+    """An immediate responder for one seat: it re-sends the seat's recorded messages and keeps
+    the chat an LLM agent in that seat would have been sent, as training examples."""
+
+    SPEC = AgentSpec("replay", "transcript", {}, "replay:transcript")
+
+    def __init__(
+        self,
+        transcript: Transcript,
+        config: LLMAgentConfig,
+        roles: Sequence[str],
+        examples: list[ChatExample],
+    ) -> None:
+        self.replay = Replay(transcript)
+        self.spec = self.replay.spec
+        self.config = config
+        self.roles = roles
+        self.examples = examples
+        """Where the examples go, shared by the seats of an episode so they stay in play order."""
+        self.agent: LLMAgent | None = None
+
+    def reset(self, context: EpisodeContext) -> None:
+        self.replay.reset(context)
+        role = "seller" if context.slot == 0 else "buyer"
+        self.agent = LLMAgent(self.SPEC, role, None, self.config, {})
+        self.agent.reset(context)
+
+    def act(self, view: View) -> str:
+        assert self.agent is not None
+        text = self.replay.act(view)
+        request = self.agent.request(view)
+        if self.agent.role in self.roles:
+            self.examples.append(ChatExample(self.agent.role, request.messages, text))
+        self.agent.receive(Completion(text))
+        return text
 
 
 def chat_examples(
@@ -56,35 +97,19 @@ def chat_examples(
     unknown = sorted(set(roles) - set(ROLES))
     if unknown:
         raise ValueError(f"roles {unknown} are unknown; use 'seller' and/or 'buyer'")
+    agent_config = LLMAgentConfig(persona=persona, history=history)
     examples: list[ChatExample] = []
     for record in records:
-        turns = record.result.turns
-        if not turns:
-            raise ValueError(
-                f"episode {record.scenario.index} has no turns; play it with keep_turns=True"
-            )
+        name = f"episode {record.scenario.index}"
+        if not record.result.turns:
+            raise ValueError(f"{name} has no turns; play it with keep_turns=True")
         market_config = config if config is not None else get_preset(record.preset)
-        market = Market(market_config, record.scenario)
-        chats: dict[str, Conversation] = {}
-        for turn in turns:
-            if market.current != turn.agent:
-                raise ValueError(
-                    f"episode {record.scenario.index}: turn {turn.index} is by {turn.agent} but "
-                    f"the replay expects {market.current or 'nobody'}; wrong market config?"
-                )
-            view = (
-                market.seller_view() if turn.agent == "seller" else market.buyer_view(market.buyer)
-            )
-            chat = chats.get(turn.agent)
-            if chat is None:
-                prompt = system_prompt(view, market_config.total_turns, persona)
-                chat = chats[turn.agent] = Conversation(prompt, history)
-            user = observation(view)
-            role = "seller" if turn.agent == "seller" else "buyer"
-            if role in roles:
-                examples.append(ChatExample(role, chat.messages(user), turn.text))
-            chat.add(user, turn.text)
-            market.step(turn.text)
+        transcript = Transcript(record.result.turns, name)
+        seats = [
+            Transcriber(transcript, agent_config, roles, examples) for _ in market_config.agents
+        ]
+        Episode(market_config, record.scenario, seats).advance()
+        transcript.check_finished()
     return examples
 
 
@@ -164,8 +189,6 @@ def fit_on_transcripts(
     """
     import torch
     from transformers import AutoModelForCausalLM
-
-    from agents.backends.hf_backend import load_tokenizer
 
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps={steps} and batch_size={batch_size} must both be >= 1")

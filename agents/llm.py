@@ -11,8 +11,9 @@ An agent's life in one episode:
   ``Market.step``. A Thought stays in this history; the other side only ever sees the Talk and
   Action the environment routes to it (sealed channels, Section 3.1).
 
-The rollout engine (:mod:`agents.engine`) calls ``request``/``receive`` so it can batch many
-agents into one back-end call; ``act(view)`` does both with one call, for sequential play.
+The episode driver (:mod:`agents.driver`) calls ``request``/``reply`` (``receive`` in the form
+the driver applies) so the engine can batch many agents into one back-end call, the agent's
+``batcher``; ``act(view)`` does both with one call, for sequential play.
 
 Reasoning models: a leading ``<think>...</think>`` block is left in the text given to
 ``Market.step``, so the transcript keeps it and the parser strips it before parsing; the agent's
@@ -36,15 +37,18 @@ from typing import Any
 
 import numpy as np
 
+from agents.backends import get_backend
 from agents.backends.base import (
     SAMPLING_KEYS,
+    Backend,
     ChatRequest,
     Completion,
     SamplingConfig,
     sampling_from_params,
 )
-from agents.base import EpisodeContext
+from agents.base import EpisodeContext, Reply
 from agents.prompts import narration_note, observation, personas, system_prompt
+from agents.scripted import make_scripted
 from agents.specs import AgentSpec, SpecError, build_config, parse_spec
 from arena.game import BuyerView, SellerView
 from arena.protocol import (
@@ -222,6 +226,11 @@ class LLMAgent:
     def __repr__(self) -> str:
         return f"LLMAgent(spec={self.spec!r}, role={self.role!r}, backend={self.backend.key!r})"
 
+    @property
+    def batcher(self) -> Backend:
+        """The back-end answers this agent's requests, batched with every agent sharing it."""
+        return self.backend
+
     def reset(self, context: EpisodeContext) -> None:
         """Start a new episode: empty history, sampling defaults from the market config."""
         seller = context.role == "seller"
@@ -274,6 +283,17 @@ class LLMAgent:
         self.conversation.add(user, text)
         return text
 
+    def reply(self, completion: Completion) -> Reply:
+        """The driver's form of :meth:`receive`: a failed completion is an error reply (the
+        episode ends as errored) instead of an exception."""
+        if completion.error is not None:
+            self._pending = None
+            self.last_completion = completion
+            return Reply("", completion.tokens_in, completion.tokens_out, completion.error,
+                         completion.retries)  # fmt: skip
+        text = self.receive(completion)
+        return Reply(text, completion.tokens_in, completion.tokens_out, None, completion.retries)
+
     def act(self, view: SellerView | BuyerView) -> str:
         """One turn with its own back-end call (sequential play; the engine batches instead)."""
         request = self.request(view)
@@ -293,9 +313,6 @@ def split_agent_params(
 
 def make_llm_agent(spec: str | AgentSpec, role: str) -> LLMAgent:
     """Build the LLM agent named by ``spec`` for ``role``; back-ends are shared per model."""
-    from agents import make_agent
-    from agents.backends import get_backend
-
     parsed = parse_spec(spec) if isinstance(spec, str) else spec
     if parsed.kind == "scripted":
         raise SpecError(f"{parsed.raw!r} is a scripted agent; use agents.make_agent")
@@ -303,7 +320,7 @@ def make_llm_agent(spec: str | AgentSpec, role: str) -> LLMAgent:
         raise ValueError(f"role must be 'seller' or 'buyer', got {role!r}")
     agent_params, sampling, backend_params = split_agent_params(parsed.params)
     config = build_config(LLMAgentConfig, agent_params, parsed.raw)
-    narrator = make_agent(config.narrate, role) if config.narrate else None
+    narrator = make_scripted(parse_spec(config.narrate), role) if config.narrate else None
     try:
         backend = get_backend(parsed.kind, parsed.name, backend_params)
     except ValueError as exc:

@@ -1,14 +1,16 @@
 """What an episode leaves behind: plain frozen records, enough to recompute every metric.
 
 :class:`EpisodeResult` is produced by the game core; :class:`EpisodeRecord` adds who played and
-on which scenario. Both convert to and from JSON-ready dicts for the results store.
+on which scenario (built in one place, :meth:`EpisodeRecord.create`). Both convert to and from
+JSON-ready dicts for the results store. :class:`EpisodeKey` names an episode: the store, the
+tournament runner, the leaderboards and the leagues all identify episodes by it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from arena.catalog import Product
 from arena.scenarios import Scenario
@@ -88,6 +90,26 @@ class EpisodeResult:
         return self.deals[0] if self.deals else None
 
 
+class EpisodeKey(NamedTuple):
+    """What makes two episodes the same match: the same players on the same scenario of the same
+    environment and market preset. A tournament stores each key once."""
+
+    env_version: str
+    preset: str
+    seller: str
+    buyers: tuple[str, ...]
+    """The buyer spec of every slot (the lineup)."""
+    scenario_seed: int
+    scenario_index: int
+
+    @classmethod
+    def of(
+        cls, preset: str, seller: str, buyers: tuple[str, ...], scenario: Scenario
+    ) -> EpisodeKey:
+        """The key of ``seller`` against ``buyers`` on ``scenario`` in this environment version."""
+        return cls(ENV_VERSION, preset, seller, tuple(buyers), scenario.seed, scenario.index)
+
+
 @dataclass(frozen=True)
 class EpisodeRecord:
     """One stored episode: environment version, market, scenario, players and result."""
@@ -98,6 +120,26 @@ class EpisodeRecord:
     seller: str
     buyers: tuple[str, ...]
     result: EpisodeResult
+
+    @classmethod
+    def create(
+        cls,
+        preset: str,
+        scenario: Scenario,
+        seller: str,
+        buyers: tuple[str, ...],
+        result: EpisodeResult,
+        env_version: str = ENV_VERSION,
+    ) -> EpisodeRecord:
+        """The one constructor of records: an episode just played (or read back from storage)."""
+        return cls(env_version, preset, scenario, seller, tuple(buyers), result)
+
+    @property
+    def key(self) -> EpisodeKey:
+        sc = self.scenario
+        return EpisodeKey(
+            self.env_version, self.preset, self.seller, self.buyers, sc.seed, sc.index
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -123,11 +165,11 @@ class EpisodeRecord:
             "statuses",
         ):
             res[key] = tuple(res[key])
-        return EpisodeRecord(
+        return EpisodeRecord.create(
+            data["preset"],
+            Scenario(**sc),
+            data["seller"],
+            tuple(data["buyers"]),
+            EpisodeResult(**res),
             env_version=data["env_version"],
-            preset=data["preset"],
-            scenario=Scenario(**sc),
-            seller=data["seller"],
-            buyers=tuple(data["buyers"]),
-            result=EpisodeResult(**res),
         )

@@ -103,7 +103,8 @@ def first_prompts(folder: Path, count: int) -> list[list[int]]:
     from arena.catalog import load_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenario
-    from leagues.rollout import LEARNER, ChatFormat, GroupRow, Policy, play_rollouts
+    from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
+    from leagues.streams import ChatFormat
     from leagues.trainer import load_chat_tokenizer
 
     tokenizer = load_chat_tokenizer(folder)
@@ -142,7 +143,7 @@ def generation_throughput(folder: Path, args: argparse.Namespace, use_vllm: bool
         import torch
         from transformers import AutoModelForCausalLM
 
-        from leagues.rollout import HFGenerator
+        from leagues.generators import HFGenerator
         from leagues.trainer import load_chat_tokenizer
 
         tokenizer = load_chat_tokenizer(folder)

@@ -20,6 +20,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from agents.engine import play_scenarios
+from agents.finetune import fit_on_transcripts
+from agents.testing.tiny_model import build_tiny_model
 from arena.catalog import load_catalog, split_catalog
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
@@ -50,8 +53,6 @@ def ensure_tiny_model(
     if (path / "config.json").is_file():
         return path
     from transformers import AutoConfig
-
-    from agents.testing.tiny_model import build_tiny_model
 
     def write(folder: Path) -> None:
         build_tiny_model(folder, seed=seed, hidden=hidden, layers=layers, heads=heads)
@@ -87,18 +88,16 @@ def prepare_base_model(config: LeagueConfig, folder: Path, log: Log) -> Path:
 def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
     """Scripted episodes of the warm-start agent against the other side's initial population,
     on the training split (scenario seeds apart from training and evaluation)."""
-    from tournaments.match import play_many
-
     learner = config.learner
     market = config.market_config()
     catalog = split_catalog(load_catalog(config.catalog), config.train_split)
     scenarios = make_scenarios(market, catalog, config.seed + 7_919, learner.warm_start_episodes)
     if learner.warm_start_role == "seller":
-        return play_many(market, scenarios, learner.warm_start, list(config.buyers))
+        return play_scenarios(market, scenarios, learner.warm_start, list(config.buyers))
     records = []
     for k, seller in enumerate(config.sellers):
         share = scenarios[k :: len(config.sellers)]
-        records += play_many(market, share, seller, [learner.warm_start])
+        records += play_scenarios(market, share, seller, [learner.warm_start])
     return records
 
 
@@ -106,7 +105,6 @@ def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
     """Fit ``base`` on the warm-start agent's transcripts into ``out`` (once; reused after)."""
     if (out / "config.json").is_file():
         return out
-    from agents.finetune import fit_on_transcripts
 
     learner = config.learner
     records = warm_start_records(config)

@@ -29,19 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from agents.backends.hf_backend import load_tokenizer, resolve_device_dtype
 from arena.config import MarketConfig
 from leagues.config import TrainConfig
-from leagues.rollout import (
-    ChatFormat,
-    GroupRow,
-    HFGenerator,
-    Policy,
-    VLLMGenerator,
-    eval_mode,
-    learner_reward,
-    rollout_batch,
-    stop_token_ids,
-)
+from leagues.generators import HFGenerator, VLLMGenerator, eval_mode
+from leagues.rollout import GroupRow, Policy, learner_reward, rollout_batch
+from leagues.streams import ChatFormat
 
 StepHook = Callable[[int, dict[str, float]], None]
 """Called after every optimizer step with (global step, TRL's logs for that step)."""
@@ -91,7 +84,6 @@ def check_model_folder(path: str | Path) -> Path:
 
 def load_chat_tokenizer(path: str | Path) -> Any:
     """The model's tokenizer, left-padded, refusing one without a chat template."""
-    from agents.backends.hf_backend import load_tokenizer
 
     folder = check_model_folder(path)
     try:
@@ -110,7 +102,6 @@ def load_chat_tokenizer(path: str | Path) -> Any:
 
 def resolve_device(train: TrainConfig) -> tuple[str, str]:
     """(device, dtype name) with "auto" made concrete, as the hf back-end resolves them."""
-    from agents.backends.hf_backend import resolve_device_dtype
 
     return resolve_device_dtype(train.device, train.dtype, "league.learner.train.device")
 
@@ -210,10 +201,8 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
         seed = step_seed(job.seed, trainer.state.global_step)
         limit = train.max_episode_tokens or model_context(trainer.model)
         if train.use_vllm:
-            stops = stop_token_ids(trainer.model, tokenizer)
-            policy = Policy(
-                job.learner_name, chat, VLLMGenerator(trainer, stops), train.max_new_tokens, limit
-            )
+            generate = VLLMGenerator(trainer, tokenizer)
+            policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
             return rollout_batch(rows, job.market, policy, seed)
         generation = unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator)
         with generation as model, eval_mode(model):

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents import check_spec
-from agents.specs import is_scripted
+from agents.engine import run_episodes
 from arena.catalog import load_catalog, split_catalog
-from arena.config import MarketConfig, config_to_dict, get_preset
+from arena.config import MarketConfig, config_to_dict
 from arena.metrics import summarize
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
+from tournaments.config import market_config
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,9 @@ class EvalConfig:
         metadata={"help": "Buyer specs; several form a pool each slot draws from uniformly."},
     )
     preset: str = field(default="in-distribution", metadata={"help": "Market preset name."})
-    overrides: tuple[tuple[str, str], ...] = field(
-        default=(), metadata={"help": "(field, value) market overrides applied to the preset."}
+    overrides: tuple[tuple[str, Any], ...] = field(
+        default=(),
+        metadata={"help": "Override a market field: --set num_buyers=5 (repeatable)."},
     )
     episodes: int = field(default=256, metadata={"help": "Number of scenarios to play."})
     seed: int = field(default=0, metadata={"help": "Fixes the scenario list (paired runs)."})
@@ -49,7 +51,8 @@ class EvalConfig:
             raise ValueError("max_concurrent must be >= 1")
 
     def market(self) -> MarketConfig:
-        return get_preset(self.preset, dict(self.overrides))
+        """The preset with the overrides read by the settings dialect."""
+        return market_config(self.preset, dict(self.overrides), "--set")
 
 
 @dataclass
@@ -90,25 +93,17 @@ def evaluate(
     catalog = split_catalog(load_catalog(config.catalog), config.split)
     scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
     start = time.perf_counter()
-    run_stats = None
-    specs: Sequence[str] = [config.seller, *config.buyers]
-    if all(is_scripted(s) for s in specs):
-        from tournaments.match import play_many
-
-        records = play_many(market, scenarios, config.seller, config.buyers, on_episode=on_episode)
-    else:
-        from agents.engine import run_episodes
-
-        records, stats = run_episodes(
-            market,
-            scenarios,
-            config.seller,
-            list(config.buyers),
-            max_concurrent=config.max_concurrent,
-            on_episode=on_episode,
-        )
-        run_stats = stats.as_dict()
+    records, stats = run_episodes(
+        market,
+        scenarios,
+        config.seller,
+        list(config.buyers),
+        max_concurrent=config.max_concurrent,
+        on_episode=on_episode,
+    )
     seconds = time.perf_counter() - start
+    # Model usage is reported when a model was asked at all (scripted play makes no request).
+    run_stats = stats.as_dict() if stats.requests else None
     described = {
         "seller": config.seller,
         "buyers": list(config.buyers),

@@ -10,27 +10,24 @@ writer only runs SQL. Executors:
   by ``ray_address`` or the ``RAY_ADDRESS`` variable, else starts a local instance of ``workers``
   CPUs. On a cluster whose nodes have the project installed::
 
-      RAY_ADDRESS=ray://head:10001 python -m tournaments.runner league.toml --db runs/league.db \\
+      RAY_ADDRESS=ray://head:10001 arena tournament run league.toml --db runs/league.db \\
           --executor ray
 
 An episode already in the store is skipped, so a killed run resumes where it stopped. Episodes
-are identified by their players and scenario (see :mod:`tournaments.store`): when two pairings
-give the same lineup on a scenario (a pool can draw the same specs as a fixed entry), the episode
-is played once and counted for both. Run one runner per tournament and database at a time: two
-would play the same episodes and the second to store one fails on the unique key.
+are identified by their :class:`arena.records.EpisodeKey` (players and scenario): when two
+pairings give the same lineup on a scenario (a pool can draw the same specs as a fixed entry),
+the episode is played once and counted for both. Run one runner per tournament and database at a
+time: two would play the same episodes and the second to store one fails on the unique key.
 
-Episodes are played with each agent's ``act`` (:func:`tournaments.match.play_episode`): immediate
-for scripted agents, one back-end call per turn for LLM agents (the batched engine,
-:mod:`agents.engine`, is the fast path for those).
-
-Command line (the ``arena tournament run`` command calls :func:`run_tournament` the same way)::
-
-    python -m tournaments.runner CONFIG.toml --db results.db [--workers N] [--executor local|ray]
+A chunk is played by the batched engine (:func:`agents.engine.play_matches`): scripted agents
+answer at once, and the requests of LLM agents are batched per back-end across the chunk's
+episodes (``chunk_size`` episodes in flight), so a chunk of LLM episodes costs about as many
+model calls as one episode has turns. The ``arena tournament run`` command calls
+:func:`run_tournament`.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -38,34 +35,22 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agents.specs import is_scripted
+from rich.progress import Progress
+from rich.table import Table
+
+from agents.driver import Match, buyer_lineup
+from agents.engine import play_matches
 from arena.catalog import load_catalog, split_catalog
 from arena.config import MarketConfig
-from arena.records import ENV_VERSION
+from arena.records import EpisodeKey
 from arena.scenarios import Scenario, make_scenarios
+from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
-from tournaments.match import AgentCache, buyer_lineup, play_episode
-from tournaments.store import EncodedEpisode, EpisodeKey, Store, encode_episode
-
-if TYPE_CHECKING:
-    from rich.table import Table
+from tournaments.store import EncodedEpisode, Store, encode_episode
 
 EXECUTORS = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class Job:
-    """One episode to play: a seller and a lineup of buyer specs on one scenario."""
-
-    seller: str
-    lineup: tuple[str, ...]
-    scenario: Scenario
-
-    @property
-    def key(self) -> EpisodeKey:
-        return (ENV_VERSION, self.seller, self.lineup, self.scenario.seed, self.scenario.index)
 
 
 @dataclass(frozen=True)
@@ -101,8 +86,6 @@ class TournamentSummary:
 
     def table(self) -> Table:
         """The per-pairing summary as a rich table."""
-        from rich.table import Table
-
         table = Table(title=f"{self.name}: {self.played} played, {self.skipped} already stored")
         table.add_column("seller")
         table.add_column("buyers")
@@ -121,41 +104,31 @@ class TournamentSummary:
 
 
 def play_chunk(
-    jobs: Sequence[Job], market: MarketConfig, keep_turns: bool, encode: bool
+    jobs: Sequence[Match], market: MarketConfig, keep_turns: bool, encode: bool
 ) -> list[Played]:
-    """Play ``jobs`` in order (in a worker); agents are built once per chunk and reset per
-    episode. Module-level so process pools and Ray can ship it."""
-    if any(not is_scripted(spec) for job in jobs for spec in (job.seller, *job.lineup)):
-        from agents.engine import run_jobs
-
-        triples = [(job.seller, job.lineup, job.scenario) for job in jobs]
-        records, _stats = run_jobs(market, triples, keep_turns=keep_turns)
-    else:
-        cache = AgentCache()
-        records = []
-        for job in jobs:
-            buyers = [cache.get(spec, "buyer", i) for i, spec in enumerate(job.lineup)]
-            seller = cache.get(job.seller, "seller", 0)
-            records.append(play_episode(market, job.scenario, seller, buyers, keep_turns))
+    """Play ``jobs`` (in a worker) with the batched engine, ``len(jobs)`` episodes in flight.
+    Module-level so process pools and Ray can ship it."""
+    records, _ = play_matches(market, jobs, max_concurrent=len(jobs), keep_turns=keep_turns)
     return [
         Played(
-            job.key, r.result.seller_reward, r.result.outcome, encode_episode(r) if encode else None
+            r.key, r.result.seller_reward, r.result.outcome, encode_episode(r) if encode else None
         )
-        for job, r in zip(jobs, records, strict=True)
+        for r in records
     ]
 
 
 def plan(
     config: TournamentConfig, scenarios: Sequence[Scenario], done: set[EpisodeKey]
-) -> tuple[list[Job], int]:
+) -> tuple[list[Match], int]:
     """The episodes still to play, each key once, pairing by pairing; and how many are stored."""
-    jobs: dict[EpisodeKey, Job] = {}
+    preset = config.market_config().name
+    jobs: dict[EpisodeKey, Match] = {}
     skipped: set[EpisodeKey] = set()
     for seller in config.sellers:
         for pool in config.buyers:
             for scenario in scenarios:
-                job = Job(seller, buyer_lineup(scenario, pool), scenario)
-                key = job.key
+                job = Match(scenario, seller, buyer_lineup(scenario, pool))
+                key = job.key(preset)
                 if key in done:
                     skipped.add(key)
                 else:
@@ -163,13 +136,13 @@ def plan(
     return list(jobs.values()), len(skipped)
 
 
-def chunked(jobs: Sequence[Job], size: int) -> list[list[Job]]:
+def chunked(jobs: Sequence[Match], size: int) -> list[list[Match]]:
     return [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
 
 
 def run_tournament(
     config: TournamentConfig,
-    db_path: str | Path | None,
+    db_path: str | Path | Store | None,
     workers: int = 1,
     executor: str = "local",
     progress: bool = True,
@@ -178,8 +151,9 @@ def run_tournament(
 ) -> TournamentSummary:
     """Play every seller against every buyer entry on ``config.episodes`` scenarios.
 
-    Episodes go to the store at ``db_path`` as chunks finish (``None``: play without storing,
-    e.g. to time the store). Resumable: what is stored is skipped.
+    Episodes go to the store at ``db_path`` (a path, or a :class:`Store` the caller keeps open)
+    as chunks finish (``None``: play without storing, e.g. to time the store). Resumable: what
+    is stored is skipped.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
@@ -191,12 +165,15 @@ def run_tournament(
     catalog = split_catalog(load_catalog(config.catalog), config.split)
     scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
 
-    store = None if db_path is None else Store.open(db_path)
+    own = isinstance(db_path, str | Path)
+    store = Store.open(db_path) if own else db_path  # type: ignore[arg-type]
     try:
         outcomes: dict[EpisodeKey, tuple[float, str]] = {}
         tournament_id = -1
         if store is not None:
-            tournament_id = store.tournament_id(config.name, config.to_dict())
+            tournament_id = store.tournament_id(
+                config.name, config.to_dict(), defaults(TournamentConfig)
+            )
             for spec in config.sellers:
                 store.register_agent(spec, "seller")
             for spec in sorted({s for pool in config.buyers for s in pool}):
@@ -223,21 +200,21 @@ def run_tournament(
                 write(results)
                 advance(len(results))
     finally:
-        if store is not None:
+        if store is not None and own:
             store.close()
     return TournamentSummary(
         name=config.name,
-        db_path=None if db_path is None else str(db_path),
+        db_path=None if store is None else str(store.path),
         played=len(jobs),
         skipped=skipped,
         pairings=_summaries(config, scenarios, outcomes),
     )
 
 
-ChunkTask = Callable[[Sequence[Job]], list[Played]]
+ChunkTask = Callable[[Sequence[Match]], list[Played]]
 
 
-def _run_local(task: ChunkTask, chunks: list[list[Job]], workers: int) -> Iterator[list[Played]]:
+def _run_local(task: ChunkTask, chunks: list[list[Match]], workers: int) -> Iterator[list[Played]]:
     """Chunk results as they complete: in this process (workers=1) or from a process pool."""
     if workers == 1 or len(chunks) <= 1:
         for chunk in chunks:
@@ -255,12 +232,12 @@ def _run_local(task: ChunkTask, chunks: list[list[Job]], workers: int) -> Iterat
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _apply(task: ChunkTask, chunk: Sequence[Job]) -> list[Played]:
+def _apply(task: ChunkTask, chunk: Sequence[Match]) -> list[Played]:
     return task(chunk)
 
 
 def _run_ray(
-    task: ChunkTask, chunks: list[list[Job]], workers: int, ray_address: str | None
+    task: ChunkTask, chunks: list[list[Match]], workers: int, ray_address: str | None
 ) -> Iterator[list[Played]]:
     """Chunk results as they complete, each chunk a Ray task."""
     try:
@@ -299,8 +276,6 @@ class _NoProgress:
 
 class _RichProgress:
     def __init__(self, total: int, done: int, name: str) -> None:
-        from rich.progress import Progress
-
         # No auto-refresh thread: the process pool forks after the bar starts, and forking a
         # process that runs threads can deadlock the child. The bar refreshes per chunk.
         self.progress = Progress(auto_refresh=False)
@@ -329,10 +304,11 @@ def _summaries(
 ) -> tuple[PairingSummary, ...]:
     """Mean seller reward and deal rate of every pairing, over its scenarios."""
     rows = []
+    preset = config.market_config().name
     for seller in config.sellers:
         for pool in config.buyers:
             results = [
-                outcomes[(ENV_VERSION, seller, buyer_lineup(sc, pool), sc.seed, sc.index)]
+                outcomes[EpisodeKey.of(preset, seller, buyer_lineup(sc, pool), sc)]
                 for sc in scenarios
             ]
             n = len(results)
@@ -346,36 +322,3 @@ def _summaries(
                 )
             )
     return tuple(rows)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m tournaments.runner CONFIG.toml --db FILE``: run, then print the summary."""
-    parser = argparse.ArgumentParser(description="Run a bargain-arena tournament.")
-    parser.add_argument("config", help="tournament TOML file")
-    parser.add_argument("--db", required=True, help="results database (created if missing)")
-    parser.add_argument("--workers", type=int, default=1, help="parallel workers (1: in-process)")
-    parser.add_argument("--executor", choices=EXECUTORS, default="local")
-    parser.add_argument("--chunk-size", type=int, default=32, help="episodes per task")
-    parser.add_argument("--ray-address", default=None, help="Ray cluster (or set RAY_ADDRESS)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    try:
-        config = TournamentConfig.from_toml(args.config)
-    except ValueError as exc:
-        parser.error(str(exc))
-    summary = run_tournament(
-        config,
-        args.db,
-        workers=args.workers,
-        executor=args.executor,
-        progress=not args.no_progress,
-        chunk_size=args.chunk_size,
-        ray_address=args.ray_address,
-    )
-    from rich.console import Console
-
-    Console().print(summary.table())
-
-
-if __name__ == "__main__":
-    main()

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from agents import make_agent
+from agents.driver import buyer_lineup, play_episode
 from agents.engine import run_episodes
 from agents.testing.http_server import Reply, ScriptedChatServer
 from arena.catalog import load_catalog
 from arena.config import MarketConfig, get_preset
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario, make_scenarios
-from tournaments.match import buyer_lineup, play_many
 
 FAST = "max_retries=1&backoff=0.001&timeout=5"
 MONEY = r"\$([\d,]+\.\d{2})"
@@ -118,7 +119,21 @@ def test_tiny_hf_buyers_are_resampled_by_the_game_then_closed(
     assert (backend.batches, backend.requests, backend.largest_batch) == (3 * attempts, 12 * 2, 2)
 
 
-def test_batched_run_equals_one_at_a_time_run_and_sequential_play_many(
+class Sequential:
+    """An LLM agent played as an immediate responder: one back-end call per turn (``act``)."""
+
+    def __init__(self, spec: str, role: str) -> None:
+        self.agent = make_agent(spec, role)
+        self.spec = spec
+
+    def reset(self, context) -> None:
+        self.agent.reset(context)
+
+    def act(self, view) -> str:
+        return self.agent.act(view)
+
+
+def test_batched_run_equals_one_at_a_time_run_and_sequential_act_calls(
     config: MarketConfig, tiny_model_dir: Path, one_thread: None
 ) -> None:
     seller = f"hf:{tiny_model_dir}?device=cpu&temperature=0.8&max_tokens=10"
@@ -126,7 +141,15 @@ def test_batched_run_equals_one_at_a_time_run_and_sequential_play_many(
     scens = scenarios(config, 3, seed=5)
     batched, _ = run_episodes(config, scens, seller, pool, max_concurrent=3)
     single, _ = run_episodes(config, scens, seller, pool, max_concurrent=1)
-    sequential = play_many(config, scens, seller, pool)
+    sequential = [
+        play_episode(
+            config,
+            sc,
+            Sequential(seller, "seller"),
+            [Sequential(spec, "buyer") for spec in buyer_lineup(sc, pool)],
+        )
+        for sc in scens
+    ]
     assert [r.to_dict() for r in batched] == [r.to_dict() for r in single]
     assert [without_tokens(r) for r in batched] == sequential
 
@@ -240,12 +263,23 @@ def test_max_concurrent_bounds_the_episodes_in_flight(config: MarketConfig) -> N
         assert server.max_in_flight > 2
 
 
-def test_scripted_only_lineups_are_played_by_play_many(config: MarketConfig) -> None:
+def test_scripted_lineups_finish_at_once_in_scenario_order_with_no_batch(
+    config: MarketConfig,
+) -> None:
     scens = scenarios(config, 5)
     pool = ["scripted:time", "scripted:tit-for-tat"]
     seen: list[EpisodeRecord] = []
     records, stats = run_episodes(config, scens, "scripted:prober", pool, on_episode=seen.append)
-    assert records == play_many(config, scens, "scripted:prober", pool) == seen
+    by_hand = [
+        play_episode(
+            config,
+            sc,
+            make_agent("scripted:prober", "seller"),
+            [make_agent(spec, "buyer") for spec in buyer_lineup(sc, pool)],
+        )
+        for sc in scens
+    ]
+    assert records == seen == by_hand
     assert stats.episodes == 5 and stats.requests == 0 and stats.per_backend == {}
 
 

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.engine import run_episodes
+from agents.engine import play_scenarios, run_episodes
 from agents.finetune import chat_examples, fit_on_transcripts, tokenize_example
 from agents.testing.http_server import ScriptedChatServer
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
-from tournaments.match import play_many
 
 CONFIG = get_preset("in-distribution")
 FIT_LINEUP = ("scripted:time", ["scripted:time"])
@@ -40,7 +39,7 @@ def anchor_or_counter(messages: list[dict[str, str]]) -> str:
 
 def scripted_records(count: int, seed: int) -> list[EpisodeRecord]:
     scenarios = make_scenarios(CONFIG, load_catalog(None), seed, count)
-    return play_many(CONFIG, scenarios, FIT_LINEUP[0], FIT_LINEUP[1])
+    return play_scenarios(CONFIG, scenarios, FIT_LINEUP[0], FIT_LINEUP[1])
 
 
 def test_replayed_prompts_equal_the_prompts_the_agents_were_sent() -> None:

@@ -13,6 +13,7 @@ import pytest
 from agents import make_agent
 from agents.backends import Completion
 from agents.base import EpisodeContext, agent_seed
+from agents.engine import play_scenarios
 from agents.llm import (
     DEFAULT_MAX_TOKENS,
     BackendError,
@@ -268,13 +269,11 @@ def test_agents_naming_the_same_model_share_one_backend(tiny_model_dir: Path) ->
     assert a.backend.key == f"hf:{tiny_model_dir}?device=cpu"
 
 
-def test_agent_plays_a_full_episode_sequentially_through_play_many() -> None:
-    """LLM agents also work in the sequential runner (one back-end call per turn)."""
-    from tournaments.match import play_many
-
+def test_an_agent_whose_replies_never_parse_plays_a_full_episode_through_the_engine() -> None:
+    """Every buyer attempt is garbage: each is re-sampled by the game until its channel closes."""
     config = get_preset("in-distribution")
     with ScriptedChatServer(reply_text=lambda messages: "[QUIT]") as server:
-        records = play_many(config, [scenario(config)], "scripted:prober", [spec(server)])
+        records = play_scenarios(config, [scenario(config)], "scripted:prober", [spec(server)])
     result = records[0].result
     assert result.outcome == "no_deal" and result.termination == "market_exhausted"
     assert all(turn.kind is None for turn in result.turns)

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from agents.engine import play_scenarios
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset
 from arena.game import Market
@@ -15,7 +16,6 @@ from arena.observations import buyer_text, seller_text
 from arena.protocol import BuyerMessage, Kind, SellerMessage, render_buyer, render_seller
 from arena.rules import Status
 from arena.scenarios import Scenario, make_scenario, make_scenarios
-from tournaments.match import play_many
 
 CONFIG = dataclasses.replace(
     get_preset("multi-product"),
@@ -202,7 +202,7 @@ def test_valuation_correlation_one_makes_every_buyer_rank_products_alike() -> No
 )
 def test_every_generalisation_preset_plays_without_violations(preset: str) -> None:
     config = get_preset(preset)
-    records = play_many(
+    records = play_scenarios(
         config,
         make_scenarios(config, default_catalog(), 0, 24),
         "scripted:prober",
@@ -216,7 +216,7 @@ def test_oracle_is_optimal_and_prober_beats_greedy_on_the_default_preset() -> No
     config = get_preset("multi-product")
     scenarios = make_scenarios(config, default_catalog(), 0, 256)
     results = {
-        name: summarize(play_many(config, scenarios, f"scripted:{name}", ["scripted:time"]))
+        name: summarize(play_scenarios(config, scenarios, f"scripted:{name}", ["scripted:time"]))
         for name in ("greedy", "prober", "oracle")
     }
     assert results["oracle"]["matching_quality"]["mean"] == pytest.approx(1.0, abs=1e-9)

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
+from agents.engine import play_scenarios
 from arena.catalog import Product, default_catalog
 from arena.config import PAPER_TIERS, MarketConfig, get_preset
 from arena.money import cents
 from arena.scenarios import make_scenario, make_scenarios
-from tournaments.match import play_many
 
 CATALOG = default_catalog()
 HALF_CENT = 0.005 + 1e-9
@@ -48,8 +48,10 @@ def test_scenario_i_does_not_depend_on_how_many_are_generated():
 def test_scenarios_do_not_depend_on_which_agents_play():
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, CATALOG, 5, 6)
-    a = play_many(config, scenarios, "scripted:prober", ["scripted:time"])
-    b = play_many(config, scenarios, "scripted:satisficer", ["scripted:hardliner", "scripted:time"])
+    a = play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"])
+    b = play_scenarios(
+        config, scenarios, "scripted:satisficer", ["scripted:hardliner", "scripted:time"]
+    )
     assert [r.scenario for r in a] == [r.scenario for r in b] == scenarios
     assert make_scenarios(config, CATALOG, 5, 6) == scenarios
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from leagues.rollout import Generate
+from leagues.generators import Generate
 
 PRICE = r"\$([0-9]+(?:\.[0-9]+)?)"
 
@@ -112,11 +112,11 @@ def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     let a short fit teach the two-layer model its reply.
     """
     from agents import make_agent
+    from agents.driver import play_episode
     from agents.finetune import fit_on_transcripts
     from arena.catalog import load_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenarios
-    from tournaments.match import play_episode
 
     base = tmp_path_factory.mktemp("warm") / "no-system"
     shutil.copytree(tiny_model_dir, base)

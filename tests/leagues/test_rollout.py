@@ -9,23 +9,23 @@ import shutil
 import pytest
 
 from agents import make_agent
+from agents.driver import Replay, Transcript, play_episode
 from agents.finetune import chat_examples
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
+from leagues.generators import HFGenerator
 from leagues.rollout import (
     LEARNER,
-    ChatFormat,
     GroupRow,
-    HFGenerator,
     Policy,
     assign_episodes,
     learner_reward,
     play_rollouts,
     rollout_batch,
 )
+from leagues.streams import ChatFormat
 from leagues.trainer import load_chat_tokenizer
-from tournaments.match import play_episode
 
 MARKET = get_preset("in-distribution")
 BILATERAL = get_preset("bilateral")
@@ -42,20 +42,6 @@ def seller_rows(count: int, group: int, buyer: str = "scripted:time") -> list[Gr
 
 def policy(tokenizer, generate, max_episode_tokens: int = 16384) -> Policy:
     return Policy("hf:learner", ChatFormat(tokenizer), generate, 64, max_episode_tokens)
-
-
-class Replay:
-    """An agent that re-sends recorded messages, to replay the learner's turns in a new market."""
-
-    def __init__(self, texts: list[str]) -> None:
-        self.spec = "replay"
-        self.texts = list(texts)
-
-    def reset(self, context) -> None:
-        return None
-
-    def act(self, view) -> str:
-        return self.texts.pop(0)
 
 
 def test_a_folder_without_a_chat_template_is_a_clear_error(tiny_model_dir, tmp_path):
@@ -121,7 +107,9 @@ def test_rewards_equal_the_environments_rewards_for_the_learners_messages(
     rewards = set()
     for row, turns, reward in zip(rows, out["learner_turns"], out["learner_reward"], strict=True):
         buyers = [make_agent(spec, "buyer") for spec in row.buyers]
-        replay = play_episode(MARKET, row.scenario, Replay(turns.split("\n\n")), buyers)
+        replay = play_episode(
+            MARKET, row.scenario, Replay(Transcript.of_texts("seller", turns.split("\n\n"))), buyers
+        )
         assert math.isclose(replay.result.seller_reward, reward)
         rewards.add(round(reward, 6))
     assert len(rewards) > 1
@@ -138,7 +126,12 @@ def test_a_buyer_learner_in_the_bilateral_market_streams_its_own_turns(tiny_toke
         stream = rollout.streams["buyer_1"]
         assert "You are a buyer" in tok.decode(stream.prompt_ids)
         seller = make_agent(row.seller, "seller")
-        replay = play_episode(BILATERAL, row.scenario, seller, [Replay(stream.replies)])
+        replay = play_episode(
+            BILATERAL,
+            row.scenario,
+            seller,
+            [Replay(Transcript.of_texts("buyer_1", stream.replies))],
+        )
         assert replay.result.buyer_rewards == rollout.record.result.buyer_rewards
         assert rollout.reward("buyer_1") == rollout.record.result.buyer_rewards[0]
 
@@ -196,3 +189,17 @@ def test_the_reward_function_logs_each_metric_over_distinct_episodes():
     )
     assert rewards == [0.5, None, 0.5, 0.25]
     assert logged == {"deal_rate": pytest.approx(2 / 3), "surplus_extraction_ratio": 0.375}
+
+
+def test_training_and_evaluation_stop_a_checkpoints_replies_on_the_same_tokens(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from agents.backends.hf_backend import HFBackend, HFConfig
+
+    tok = load_chat_tokenizer(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    learner = HFGenerator(model, tok, 1.0, 1.0, max_new_tokens=4, chunk=1)
+    backend = HFBackend(str(tiny_model_dir), HFConfig(device="cpu"))
+    assert learner.stop_ids == backend.stop_ids
+    assert tok.convert_tokens_to_ids("<|im_end|>") in learner.stop_ids
+    backend.close()
