@@ -7,6 +7,10 @@ Two layers, kept apart so every number can be traced to one episode:
 - Aggregators named after the paper's metrics (``reward``, ``deal_rate``, ...) average those
   values over a list of records into an :class:`Estimate` (mean, standard error, sample count).
 
+:data:`METRICS` is the one registry of the per-episode metrics: name, function, headers, paper
+reference, deal-only flag and the tables that show it (:func:`group`). ``summarize``, the
+leaderboards, the CLI columns, the league's per-step logging and the reports all iterate it.
+
 Episodes whose outcome is ``"error"`` (a back-end failure, not a decision of the agent) count for
 no metric: the paper reports over "successfully-parsed" episodes (Section 4.1).
 :func:`summarize` composes everything into the JSON ``metrics`` object of a run.
@@ -20,84 +24,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from arena.buyer_metrics import (
+    buyer_first_offer_ratio,
+    buyer_surplus_extraction,
+    deal_rate_by_buyer_type,
+    episode_first_offer_full_rank_match,
+    episode_first_offer_top1_match,
+    is_deal,
+)
+from arena.estimates import Estimate, counted, error_count, estimate, mean_over
 from arena.matching import matching_quality as _matching_quality
 from arena.matching import optimal_pair_share as _optimal_pair_share
 from arena.money import cents
 from arena.records import Deal, EpisodeRecord
-from arena.rewards import buyer_surplus_ratio, seller_surplus_ratio
+from arena.rewards import seller_surplus_ratio
 from arena.rules import Violation
 from arena.scenarios import Scenario
 
-TABLE1_COLUMNS: list[tuple[str, str]] = [
-    ("reward", "Reward"),
-    ("surplus_extraction_ratio", "Seller Surplus Extraction Ratio"),
-    ("deal_rate", "Deal Rate"),
-    ("distinct_buyers_engaged", "Distinct Buyers Engaged"),
-    ("deal_on_top_buyer_rate", "Deal on Top Buyer Rate"),
-    ("sell_below_cost_error_rate", "Sell-Below-Cost Error Rate"),
-]
-"""(summary key, header) of the Table-1 row the CLI prints, in the paper's column order."""
-
-MULTI_PRODUCT_COLUMNS: list[tuple[str, str]] = [
-    ("matching_quality", "Matching Quality"),
-    ("optimal_pair_share", "Optimal Pair Share"),
-    ("deals_per_episode", "Deals per Episode"),
-]
-"""Extra columns the CLI prints for markets with several products (issue 6)."""
-
 VIOLATION_KINDS: tuple[str, ...] = tuple(v.value for v in Violation)
 """Every violation kind the rules can record; ``violation_rate_by_kind`` always has these keys."""
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A sample mean with its standard error (sample std with ddof=1 over sqrt(n))."""
-
-    mean: float
-    se: float
-    n: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean, "se": self.se, "n": self.n}
-
-
-def estimate(values: Iterable[float]) -> Estimate:
-    """Mean and standard error of ``values``; nan for no values, se 0.0 for one (Table 9)."""
-    xs = [float(x) for x in values]
-    n = len(xs)
-    if n == 0:
-        return Estimate(math.nan, math.nan, 0)
-    mean = math.fsum(xs) / n
-    if n == 1:
-        return Estimate(mean, 0.0, 1)
-    var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
-    return Estimate(mean, math.sqrt(var / n), n)
-
-
-def counted(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
-    """The successfully-parsed episodes: every outcome but "error" (Section 4.1)."""
-    return [r for r in records if r.result.outcome != "error"]
-
-
-def error_count(records: Iterable[EpisodeRecord]) -> int:
-    """How many episodes ended in a back-end error and were left out of every metric."""
-    return sum(r.result.outcome == "error" for r in records)
-
-
-def mean_over(
-    records: Iterable[EpisodeRecord], per_episode: Callable[[EpisodeRecord], float | None]
-) -> Estimate:
-    """Estimate of ``per_episode`` over counted episodes where it applies (is not None)."""
-    values = (per_episode(r) for r in counted(records))
-    return estimate(v for v in values if v is not None)
-
-
-def is_deal(record: EpisodeRecord) -> bool:
-    """The episode closed in the deal branch of equation (1) (Section 3.2)."""
-    return record.result.outcome == "deal"
 
 
 def buyer_rank(scenario: Scenario, buyer: int, product: int = 0) -> int:
@@ -171,56 +119,6 @@ def episode_violation_of_kind(record: EpisodeRecord, kind: str) -> float:
     return float(record.result.violation == kind)
 
 
-def _first_offer_ranking(record: EpisodeRecord) -> tuple[list[int], list[int]] | None:
-    """(first bids, budgets) in cents when the episode is eligible for Table 11, else None.
-
-    Eligible: at least two buyers, every buyer recorded a numeric opening bid, all buyers opened
-    on the same product, and the budgets for that product have no ties.
-    """
-    sc = record.scenario
-    bids = record.result.first_bids
-    if sc.num_buyers < 2 or any(b is None for b in bids):
-        return None
-    if len(set(sc.opening_products)) != 1:
-        return None
-    product = sc.opening_products[0]
-    budgets = [cents(v[product]) for v in sc.valuations]
-    if len(set(budgets)) != len(budgets):
-        return None
-    return [cents(b) for b in bids if b is not None], budgets
-
-
-def episode_first_offer_full_rank_match(record: EpisodeRecord) -> float | None:
-    """1 if the first-offer ordering equals the budget ordering (Sec 13.1, Table 11).
-
-    Tied first bids have no strict order, so any tie is not a match.
-    """
-    ranking = _first_offer_ranking(record)
-    if ranking is None:
-        return None
-    bids, budgets = ranking
-    if len(set(bids)) != len(bids):
-        return 0.0
-    by_bid = sorted(range(len(bids)), key=lambda i: bids[i])
-    by_budget = sorted(range(len(budgets)), key=lambda i: budgets[i])
-    return float(by_bid == by_budget)
-
-
-def episode_first_offer_top1_match(record: EpisodeRecord) -> float | None:
-    """1 if the highest first bid comes from the highest-budget buyer (Sec 13.1, Table 11).
-
-    A tie for the highest first bid is not a match.
-    """
-    ranking = _first_offer_ranking(record)
-    if ranking is None:
-        return None
-    bids, budgets = ranking
-    top_bid = max(bids)
-    if bids.count(top_bid) > 1:
-        return 0.0
-    return float(bids.index(top_bid) == budgets.index(max(budgets)))
-
-
 def episode_buyer_resamples(record: EpisodeRecord) -> float:
     """Invalid buyer replies re-sampled in the episode, all buyers together (Sec 3.1)."""
     return float(sum(record.result.buyer_resamples))
@@ -231,68 +129,152 @@ def episode_deals(record: EpisodeRecord) -> float:
     return float(len(record.result.deals))
 
 
-# Per-buyer values (one entry per buyer slot or per closing buyer) ---------------------------
+def _deal_pairs(record: EpisodeRecord) -> list[tuple[int, int]]:
+    return [(d.buyer, d.product) for d in record.result.deals]
 
 
-def _check_lineup(record: EpisodeRecord) -> None:
-    if len(record.buyers) != record.scenario.num_buyers:
-        raise ValueError(
-            f"episode {record.scenario.index} of seed {record.scenario.seed} lists "
-            f"{len(record.buyers)} buyer specs for {record.scenario.num_buyers} buyers; "
-            "record.buyers must name every buyer slot"
-        )
-
-
-def buyer_first_offer_ratios(record: EpisodeRecord) -> list[tuple[str, float]]:
-    """(buyer type, P_first / P_list of the opening product) per buyer with a bid (Sec 13.2)."""
-    _check_lineup(record)
+def episode_matching_quality(record: EpisodeRecord) -> float | None:
+    """Realised gains from trade over the optimal assignment's gains (issue 6; seed 004)."""
     sc = record.scenario
-    return [
-        (record.buyers[i], bid / sc.products[sc.opening_products[i]].list_price)
-        for i, bid in enumerate(record.result.first_bids)
-        if bid is not None
-    ]
+    return _matching_quality(_deal_pairs(record), sc.valuations, sc.costs, sc.stock)
 
 
-def buyer_surplus_extractions(record: EpisodeRecord) -> list[tuple[str, float]]:
-    """Deal only: (buyer type, clip((P_list - P)/(P_list - C), 0, 1)) per deal (Sec 13.2)."""
-    _check_lineup(record)
-    if not is_deal(record):
-        return []
-    products = record.scenario.products
-    return [
-        (
-            record.buyers[d.buyer],
-            buyer_surplus_ratio(d.price, products[d.product].cost, products[d.product].list_price),
-        )
-        for d in record.result.deals
-    ]
+def episode_optimal_pair_share(record: EpisodeRecord) -> float | None:
+    """Share of the episode's deals on pairs of an optimal assignment (deal only; seed 004)."""
+    sc = record.scenario
+    return _optimal_pair_share(_deal_pairs(record), sc.valuations, sc.costs, sc.stock)
 
 
-def buyer_closings(record: EpisodeRecord) -> list[tuple[str, float]]:
-    """(buyer type, 1 if that buyer closed a deal else 0) per buyer slot (Sec 13.2)."""
-    _check_lineup(record)
-    closers = {d.buyer for d in record.result.deals} if is_deal(record) else set()
-    return [(spec, float(i in closers)) for i, spec in enumerate(record.buyers)]
+def episode_seller_surplus_share(record: EpisodeRecord) -> float | None:
+    """The seller's share of the realised gains from trade over the episode's deals,
+    clip(sum(P - C) / sum(B - C), 0, 1) with B the dealt buyer's budget (seed 004); None without
+    a deal, or when the deals realise no gains (every dealt budget at or below cost)."""
+    deals = record.result.deals
+    sc = record.scenario
+    total = sum(sc.valuations[d.buyer][d.product] - sc.costs[d.product] for d in deals)
+    if not deals or cents(total) <= 0:
+        return None
+    share = sum(d.price - sc.costs[d.product] for d in deals) / total
+    return min(1.0, max(0.0, share))
 
 
-def episode_buyer_rewards(record: EpisodeRecord) -> list[float]:
-    """Deal only: the buyer reward of each closing buyer (Sec 13.2; seed 003)."""
-    if not is_deal(record):
-        return []
-    return [record.result.buyer_rewards[d.buyer] for d in record.result.deals]
+def episode_cross_score(record: EpisodeRecord) -> float | None:
+    """The seller's score against the buyer side in [0, 1], the cross-role rating's game
+    (docs/tournaments.md); None for an "error" episode.
+
+    A seller violation scores 0 and a (penalised) buyer violation 1; a no-deal is a draw, 0.5; a
+    deal scores the seller's surplus share (:func:`episode_seller_surplus_share`), 1 when the
+    deals realised no gains (the seller took all there was).
+    """
+    res = record.result
+    if res.outcome == "error":
+        return None
+    if res.violation_by is not None:
+        return 0.0 if res.violation_by == "seller" else 1.0
+    if not res.deals:
+        return 0.5
+    share = episode_seller_surplus_share(record)
+    return 1.0 if share is None else share
 
 
-def by_buyer_type(
-    records: Iterable[EpisodeRecord],
-    per_buyer: Callable[[EpisodeRecord], list[tuple[str, float]]],
-) -> dict[str, Estimate]:
-    """Estimate per buyer type (spec string) of ``per_buyer`` values over counted episodes."""
-    groups: dict[str, list[float]] = {}
-    for record in counted(records):
-        for spec, value in per_buyer(record):
-            groups.setdefault(spec, []).append(value)
-    return {spec: estimate(groups[spec]) for spec in sorted(groups)}
+def episode_turns_per_deal(record: EpisodeRecord) -> float | None:
+    """Seller messages spent per deal closed (deal only; seed 004's attention budget)."""
+    deals = record.result.deals
+    return record.result.seller_turns / len(deals) if deals else None
+
+
+# The registry -------------------------------------------------------------------------------
+
+TABLE1 = "table1"
+"""The six columns of the paper's Table 1, in its order (``arena eval`` prints them)."""
+LEADERBOARD = "leaderboard"
+"""Seller metrics on leaderboard rows (``arena ratings``, reports)."""
+MULTI_PRODUCT = "multi-product"
+"""Added to the eval table and leaderboard rows when a market sells several products."""
+TRAINING = "training"
+"""Logged for every training step of a league, over the step's episodes (Figures 5-9)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-episode metric and everything a table, a log or a plot needs to show it."""
+
+    name: str
+    """The key in ``summarize``, leaderboard rows and training logs."""
+    per_episode: Callable[[EpisodeRecord], float | None]
+    header: str
+    """The paper's name of the metric."""
+    short: str
+    """A narrow column header; "" keeps the metric out of compact tables."""
+    reference: str
+    """Where the paper (or the seed text) defines it."""
+    deal_only: bool = False
+    """Defined on episodes that closed a deal only (None elsewhere)."""
+    groups: frozenset[str] = field(default_factory=frozenset)
+    figure: int = 0
+    """The paper's training-curve figure of the metric (0: none)."""
+
+    def over(self, records: Iterable[EpisodeRecord]) -> Estimate:
+        """The metric's estimate over the counted episodes where it applies."""
+        return mean_over(records, self.per_episode)
+
+
+def _metric(
+    name: str,
+    fn: Callable[[EpisodeRecord], float | None],
+    header: str,
+    short: str,
+    reference: str,
+    *groups: str,
+    deal_only: bool = False,
+    figure: int = 0,
+) -> Metric:
+    return Metric(name, fn, header, short, reference, deal_only, frozenset(groups), figure)
+
+
+_SELLER = (TABLE1, LEADERBOARD)
+_LOGGED = (TABLE1, LEADERBOARD, TRAINING)
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        _metric("reward", episode_reward, "Reward", "Reward", "Sec 3.2, 4.1", *_SELLER, figure=4),
+        _metric("surplus_extraction_ratio", episode_surplus_extraction_ratio,
+                "Seller Surplus Extraction Ratio", "Surplus Extr.", "Sec 4.1", *_LOGGED,
+                deal_only=True, figure=7),
+        _metric("deal_rate", episode_deal, "Deal Rate", "Deal Rate", "Sec 4.1", *_LOGGED,
+                figure=6),
+        _metric("distinct_buyers_engaged", episode_distinct_buyers_engaged,
+                "Distinct Buyers Engaged", "", "Sec 4.1", *_LOGGED, figure=8),
+        _metric("deal_on_top_buyer_rate", episode_deal_on_top_buyer, "Deal on Top Buyer Rate",
+                "Top Buyer", "Sec 4.1, 6.3", *_LOGGED, deal_only=True, figure=9),
+        _metric("sell_below_cost_error_rate", episode_sold_below_cost,
+                "Sell-Below-Cost Error Rate", "Below Cost", "Sec 4.2", *_LOGGED, figure=5),
+        _metric("sell_above_cost_accuracy", episode_sold_above_cost, "Sell-Above-Cost Accuracy",
+                "", "Sec 4.2, Fig. 3", LEADERBOARD),
+        _metric("violation_rate", episode_violation, "Violation Rate", "", "Sec 3.2"),
+        _metric("first_offer_full_rank_match", episode_first_offer_full_rank_match,
+                "First-Offer Full Rank Match", "", "Sec 13.1, Table 11"),
+        _metric("first_offer_top1_match", episode_first_offer_top1_match,
+                "First-Offer Top-1 Match", "", "Sec 13.1, Table 11"),
+        _metric("buyer_resamples", episode_buyer_resamples, "Buyer Re-samples", "", "Sec 3.1"),
+        _metric("matching_quality", episode_matching_quality, "Matching Quality", "Matching",
+                "seed 004", MULTI_PRODUCT),
+        _metric("optimal_pair_share", episode_optimal_pair_share, "Optimal Pair Share",
+                "Opt. Pairs", "seed 004", MULTI_PRODUCT, deal_only=True),
+        _metric("deals_per_episode", episode_deals, "Deals per Episode", "Deals/Ep", "seed 004",
+                MULTI_PRODUCT),
+        _metric("seller_surplus_captured", episode_seller_surplus_share, "Seller Surplus Share",
+                "", "seed 004", deal_only=True),
+        _metric("turns_per_deal", episode_turns_per_deal, "Turns per Deal", "", "seed 004",
+                deal_only=True),
+    )
+}  # fmt: skip
+"""Every per-episode metric, in the order of ``summarize`` (Table 1 first)."""
+
+
+def group(name: str) -> tuple[Metric, ...]:
+    """The registered metrics of one group (:data:`TABLE1`, ...), in registry order."""
+    return tuple(m for m in METRICS.values() if name in m.groups)
 
 
 # Aggregates over records --------------------------------------------------------------------
@@ -362,76 +344,14 @@ def deal_buyer_rank_distribution(records: Iterable[EpisodeRecord]) -> list[float
     return [c / total for c in counts]
 
 
-def first_offer_full_rank_match(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Fraction of eligible episodes whose first-offer order equals the budget order (Sec 13.1)."""
-    return mean_over(records, episode_first_offer_full_rank_match)
-
-
-def first_offer_top1_match(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Fraction of eligible episodes whose top first offer is the top budget (Sec 13.1)."""
-    return mean_over(records, episode_first_offer_top1_match)
-
-
-def buyer_first_offer_ratio(records: Iterable[EpisodeRecord]) -> dict[str, Estimate]:
-    """First-offer ratio P_first / P_list per buyer type (Sec 13.2, Table 12)."""
-    return by_buyer_type(records, buyer_first_offer_ratios)
-
-
-def buyer_surplus_extraction(records: Iterable[EpisodeRecord]) -> dict[str, Estimate]:
-    """Buyer Surplus Extraction (deal only) per type of the deal buyer (Sec 13.2, Table 12)."""
-    return by_buyer_type(records, buyer_surplus_extractions)
-
-
-def deal_rate_by_buyer_type(records: Iterable[EpisodeRecord]) -> dict[str, Estimate]:
-    """Fraction of buyers of each type that close a deal (Sec 13.2, Table 12)."""
-    return by_buyer_type(records, buyer_closings)
-
-
 def buyer_resample_rate(records: Iterable[EpisodeRecord]) -> Estimate:
     """Mean re-sampled buyer replies per episode (Sec 3.1 buyer interception)."""
     return mean_over(records, episode_buyer_resamples)
 
 
-def buyer_reward(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean buyer reward over closing buyers of deal episodes (Sec 13.2; seed 003)."""
-    return estimate(v for r in counted(records) for v in episode_buyer_rewards(r))
-
-
 def deals_per_episode(records: Iterable[EpisodeRecord]) -> Estimate:
     """Mean number of deals per episode (1 at most with one product and one unit)."""
     return mean_over(records, episode_deals)
-
-
-def _deal_pairs(record: EpisodeRecord) -> list[tuple[int, int]]:
-    return [(d.buyer, d.product) for d in record.result.deals]
-
-
-def episode_matching_quality(record: EpisodeRecord) -> float | None:
-    """Realised gains from trade over the optimal assignment's gains (issue 6; seed 004)."""
-    sc = record.scenario
-    return _matching_quality(_deal_pairs(record), sc.valuations, sc.costs, sc.stock)
-
-
-def episode_optimal_pair_share(record: EpisodeRecord) -> float | None:
-    """Share of the episode's deals on pairs of an optimal assignment (deal only; seed 004)."""
-    sc = record.scenario
-    return _optimal_pair_share(_deal_pairs(record), sc.valuations, sc.costs, sc.stock)
-
-
-def episode_seller_surplus_captured(record: EpisodeRecord) -> float | None:
-    """Seller's share of the realised gains from trade, sum(P - C)/sum(v - C) (deal only)."""
-    deals = record.result.deals
-    sc = record.scenario
-    total = sum(sc.valuations[d.buyer][d.product] - sc.costs[d.product] for d in deals)
-    if not deals or total <= 0:
-        return None
-    return sum(d.price - sc.costs[d.product] for d in deals) / total
-
-
-def episode_turns_per_deal(record: EpisodeRecord) -> float | None:
-    """Seller messages spent per deal closed (deal only; seed 004's attention budget)."""
-    deals = record.result.deals
-    return record.result.seller_turns / len(deals) if deals else None
 
 
 def matching_quality(records: Iterable[EpisodeRecord]) -> Estimate:
@@ -445,8 +365,8 @@ def optimal_pair_share(records: Iterable[EpisodeRecord]) -> Estimate:
 
 
 def seller_surplus_captured(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean seller share of realised gains over deal episodes (issue 6)."""
-    return mean_over(records, episode_seller_surplus_captured)
+    """Mean seller share of the realised gains over episodes with a deal (seed 004)."""
+    return mean_over(records, episode_seller_surplus_share)
 
 
 def turns_per_deal(records: Iterable[EpisodeRecord]) -> Estimate:
@@ -455,41 +375,26 @@ def turns_per_deal(records: Iterable[EpisodeRecord]) -> Estimate:
 
 
 def summarize(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
-    """The JSON ``metrics`` object of a run: every metric above as {"mean", "se", "n"}."""
+    """The JSON ``metrics`` object of a run: every registered metric as {"mean", "se", "n"},
+    then the violation kinds, the deal rank distribution, the buyer types and the error count."""
     records = list(records)
     first_offer = buyer_first_offer_ratio(records)
     surplus = buyer_surplus_extraction(records)
     closing = deal_rate_by_buyer_type(records)
     empty = estimate(())
     types = sorted(set(first_offer) | set(surplus) | set(closing))
-    return {
-        "reward": reward(records).as_dict(),
-        "surplus_extraction_ratio": surplus_extraction_ratio(records).as_dict(),
-        "deal_rate": deal_rate(records).as_dict(),
-        "distinct_buyers_engaged": distinct_buyers_engaged(records).as_dict(),
-        "deal_on_top_buyer_rate": deal_on_top_buyer_rate(records).as_dict(),
-        "sell_below_cost_error_rate": sell_below_cost_error_rate(records).as_dict(),
-        "sell_above_cost_accuracy": sell_above_cost_accuracy(records).as_dict(),
-        "violation_rate": violation_rate(records).as_dict(),
-        "first_offer_full_rank_match": first_offer_full_rank_match(records).as_dict(),
-        "first_offer_top1_match": first_offer_top1_match(records).as_dict(),
-        "buyer_resamples": buyer_resample_rate(records).as_dict(),
-        "deals_per_episode": deals_per_episode(records).as_dict(),
-        "matching_quality": matching_quality(records).as_dict(),
-        "optimal_pair_share": optimal_pair_share(records).as_dict(),
-        "seller_surplus_captured": seller_surplus_captured(records).as_dict(),
-        "turns_per_deal": turns_per_deal(records).as_dict(),
-        "violation_rate_by_kind": {
-            kind: est.as_dict() for kind, est in violation_rate_by_kind(records).items()
-        },
-        "deal_buyer_rank_distribution": deal_buyer_rank_distribution(records),
-        "by_buyer_type": {
-            spec: {
-                "first_offer_ratio": first_offer.get(spec, empty).as_dict(),
-                "buyer_surplus_extraction": surplus.get(spec, empty).as_dict(),
-                "deal_rate": closing.get(spec, empty).as_dict(),
-            }
-            for spec in types
-        },
-        "errors": error_count(records),
+    summary: dict[str, Any] = {m.name: m.over(records).as_dict() for m in METRICS.values()}
+    summary["violation_rate_by_kind"] = {
+        kind: est.as_dict() for kind, est in violation_rate_by_kind(records).items()
     }
+    summary["deal_buyer_rank_distribution"] = deal_buyer_rank_distribution(records)
+    summary["by_buyer_type"] = {
+        spec: {
+            "first_offer_ratio": first_offer.get(spec, empty).as_dict(),
+            "buyer_surplus_extraction": surplus.get(spec, empty).as_dict(),
+            "deal_rate": closing.get(spec, empty).as_dict(),
+        }
+        for spec in types
+    }
+    summary["errors"] = error_count(records)
+    return summary

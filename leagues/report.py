@@ -14,30 +14,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from arena.metrics import METRICS, Metric
+from leagues.state import league_ratings, leagues_in, training_steps
+from tournaments.report import write_report
 from tournaments.store import Store
 
+
+def _curve(metric: Metric) -> tuple[str, str]:
+    deal_only = ", deal only" if metric.deal_only else ""
+    return metric.name, f"{metric.header}{deal_only} (Fig. {metric.figure})"
+
+
 CURVES: tuple[tuple[str, str], ...] = (
-    ("reward", "Reward (Fig. 4)"),
-    ("sell_below_cost_error_rate", "Sell-Below-Cost Error Rate (Fig. 5)"),
-    ("deal_rate", "Deal Rate (Fig. 6)"),
-    ("surplus_extraction_ratio", "Seller Surplus Extraction, deal only (Fig. 7)"),
-    ("distinct_buyers_engaged", "Distinct Buyers Engaged (Fig. 8)"),
-    ("deal_on_top_buyer_rate", "Deal on Top Buyer Rate (Fig. 9)"),
+    *(_curve(m) for m in sorted(METRICS.values(), key=lambda m: m.figure) if m.figure),
     ("loss", "Loss"),
     ("clip_ratio", "Clip ratio"),
 )
-"""(training_steps column, panel title) of the training-curve figure."""
+"""(training_steps column, panel title) of the training-curve figure: the registry's metrics
+with a training-curve figure (the reward and the logged training group), in figure order."""
 
 SIDE_COLORS = {"seller": "tab:blue", "buyer": "tab:orange", "self-play": "tab:green"}
 
 Section = tuple[str, Path | None, str]
-
-
-def leagues_in(store: Store) -> list[str]:
-    """Names of the leagues stored in the database."""
-    if "league_runs" not in store.db.table_names():
-        return []
-    return [row[0] for row in store.db.execute("SELECT name FROM league_runs ORDER BY created")]
 
 
 def _figure(rows: int, cols: int, width: float, height: float) -> tuple[Any, Any]:
@@ -51,12 +49,12 @@ def _figure(rows: int, cols: int, width: float, height: float) -> tuple[Any, Any
 
 def plot_training_curves(steps: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
     """One panel per metric over league steps; dashed lines mark generation boundaries."""
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = _figure(2, 4, 16.0, 7.0)
     boundaries = sorted(
         {s["league_step"] - s["step"] for s in steps if s["step"] == 1 and s["league_step"] > 1}
     )
-    from matplotlib.ticker import MaxNLocator
-
     last = max((s["league_step"] for s in steps), default=1)
     for ax, (column, name) in zip(axes.flat, CURVES, strict=True):
         plotted = False
@@ -169,8 +167,6 @@ def league_sections(
     db_path: str | Path, out_dir: str | Path, league: str | None = None
 ) -> list[Section]:
     """(title, PNG, text) sections for every league in the database (or the one named)."""
-    from leagues.league import league_ratings, training_steps
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections: list[Section] = []
@@ -210,8 +206,6 @@ def write_league_report(
     db_path: str | Path, out_dir: str | Path, league: str | None = None
 ) -> Path:
     """The project report (tournament sections) with the league sections added."""
-    from tournaments.report import write_report
-
     return write_report(
         db_path, out_dir, extra_sections=lambda out: league_sections(db_path, out, league)
     )

@@ -1,31 +1,14 @@
-"""Leaderboards from stored episodes: paired comparisons, ratings and the paper's metrics.
+"""Leaderboards from stored episodes: ratings of the paired comparisons, and the paper's metrics.
 
 Everything here is a pure function of a list of :class:`EpisodeRecord` (what
 :func:`tournaments.store.load_records` returns), so ``arena ratings`` and ``arena report`` always
-show the same numbers for the same database. docs/tournaments.md states every definition.
+show the same numbers for the same database. docs/tournaments.md states every definition; the
+comparisons themselves (rating roles, buyer entries, play order) are
+:mod:`tournaments.comparisons`.
 
-Three rating roles:
-
-* ``"seller"``: two sellers that met the same buyer lineup on the same scenario are compared on
-  their seller reward (higher wins, equal is a tie). Pairing key: (preset, env version, scenario
-  seed, scenario index, the buyer spec of every slot).
-* ``"buyer"``: two buyer entries that met the same seller on the same scenario are compared on the
-  buyer side's reward, the mean buyer reward over all slots. Pairing key: (preset, env version,
-  scenario seed, scenario index, seller spec).
-* ``"cross"``: every episode is one game between its seller and its buyer entry, scored by the
-  seller's share of the realised gains from trade (:func:`cross_score`), so sellers and buyers
-  get ratings on one scale.
-
-A *buyer entry* is what a tournament puts on the buyer side: one spec, or a pool of specs that
-each slot draws from with the scenario's own draws (:mod:`tournaments.config`). Records only keep
-the spec of every slot, so pass the tournaments' entries as ``buyer_entries`` (see
-:func:`stored_buyer_entries`): an episode then counts for every entry whose lineup on that
-scenario is the episode's lineup, as the runner plays such an episode once for all of them.
-Without ``buyer_entries``, an episode's entry is read off its lineup (:func:`lineup_label`).
-
-Comparisons are taken in play order: scenarios sorted by (seed, index), each pairing having played
-them in that order; within a scenario, the given record order. Online Elo and
-:func:`ratings_over_time` use that order.
+Ratings are anchored: one reference agent, by default the first scripted agent of the role, is
+pinned at the initial rating (:func:`default_anchor`), so ratings from growing sets of episodes,
+a league's generations for one, stay on one scale.
 """
 
 from __future__ import annotations
@@ -33,260 +16,52 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
+from rich.table import Table
+
+from agents.specs import is_scripted
 from arena import metrics
-from arena.money import cents
+from arena.buyer_metrics import buyer_reward, episode_buyer_side_reward
+from arena.estimates import estimate
+from arena.metrics import episode_cross_score
 from arena.records import EpisodeRecord
+from tournaments.comparisons import (
+    BuyerEntries,
+    buyer_entries_of,
+    check_role,
+    comparisons,
+    distinct_episodes,
+    lineup_label,
+    player_id,
+    split_player,
+)
 from tournaments.config import pool_label
-from tournaments.match import buyer_lineup
 from tournaments.ratings import RatingConfig, bradley_terry_ratings, elo_ratings
+from tournaments.store import Store
 
-if TYPE_CHECKING:
-    from rich.table import Table
+SELLER_GROUPS = frozenset({metrics.LEADERBOARD, metrics.MULTI_PRODUCT})
+"""Registry groups whose metrics appear on seller rows."""
 
-ROLES = ("seller", "buyer", "cross")
-TIE_TOLERANCE = 1e-9
-"""Rewards closer than this are a tie (the same prices give bit-identical rewards anyway)."""
-
-BuyerEntries = Sequence[Sequence[str]]
-
-SELLER_METRICS: tuple[tuple[str, Callable[[list[EpisodeRecord]], metrics.Estimate]], ...] = (
-    ("reward", metrics.reward),
-    ("deal_rate", metrics.deal_rate),
-    ("surplus_extraction_ratio", metrics.surplus_extraction_ratio),
-    ("deal_on_top_buyer_rate", metrics.deal_on_top_buyer_rate),
-    ("sell_below_cost_error_rate", metrics.sell_below_cost_error_rate),
-    ("sell_above_cost_accuracy", metrics.sell_above_cost_accuracy),
-    ("distinct_buyers_engaged", metrics.distinct_buyers_engaged),
-)
-"""Per-seller row metrics (means over the seller's episodes, paper Section 4.1)."""
-
-MULTI_PRODUCT_METRICS: tuple[tuple[str, Callable[[list[EpisodeRecord]], metrics.Estimate]], ...] = (
-    ("matching_quality", metrics.matching_quality),
-    ("optimal_pair_share", metrics.optimal_pair_share),
-    ("deals_per_episode", metrics.deals_per_episode),
-)
-"""Added to seller rows when the episodes sell several products (issue 6)."""
-
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("reward", "Reward"),
-    ("deal_rate", "Deal Rate"),
-    ("surplus_extraction_ratio", "Surplus Extr."),
-    ("deal_on_top_buyer_rate", "Top Buyer"),
-    ("sell_below_cost_error_rate", "Below Cost"),
-    ("matching_quality", "Matching"),
-    ("optimal_pair_share", "Opt. Pairs"),
-    ("deals_per_episode", "Deals/Ep"),
+BUYER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("buyer_surplus_extraction", "Buyer Surplus"),
     ("seller_reward", "Seller Reward"),
-    ("cross_score", "Cross Score"),
 )
-"""Metric columns of :func:`render_table`, (row key, header); a row without the key shows blank."""
+"""Buyer-entry row values besides reward and deal rate, (row key, header)."""
 
 
-class Comparison(NamedTuple):
-    """One paired comparison: ``score`` is a's score in [0, 1] against b."""
-
-    a: str
-    b: str
-    score: float
-    scenario: tuple[int, int]
-    """(seed, index) of the scenario it was played on."""
-
-
-def player_id(role: str, agent: str) -> str:
-    """The rating-player name of ``agent`` in ``role``: role-prefixed, since one spec (e.g.
-    ``scripted:time``) can be both a seller and a buyer."""
-    return f"{role}:{agent}"
-
-
-def split_player(player: str) -> tuple[str, str]:
-    """(role, agent) of a :func:`player_id`."""
-    role, _, agent = player.partition(":")
-    return role, agent
-
-
-def lineup_label(buyers: Sequence[str]) -> str:
-    """The entry of a lineup when the tournament's entries are unknown: the spec when every slot
-    plays it, else the distinct specs sorted and joined with "|" like a pool label."""
-    return pool_label(sorted(set(buyers)))
-
-
-def buyer_entries_of(record: EpisodeRecord, buyer_entries: BuyerEntries | None = None) -> list[str]:
-    """Labels of the buyer entries ``record`` counts for (see the module docstring); no
-    entries (None or empty) reads the entry off the lineup."""
-    if not buyer_entries:
-        return [lineup_label(record.buyers)]
-    lineup = tuple(record.buyers)
-    labels = [
-        pool_label(pool)
-        for pool in buyer_entries
-        if buyer_lineup(record.scenario, tuple(pool)) == lineup
+def columns() -> list[tuple[str, str]]:
+    """Metric columns of :func:`render_table`, (row key, header): the registry's seller metrics
+    that have a short header (multi-product ones included), the buyer columns, the cross score.
+    A row without the key shows blank."""
+    shown = [m for m in metrics.METRICS.values() if m.short and m.groups & SELLER_GROUPS]
+    return [
+        *((m.name, m.short) for m in shown),
+        *BUYER_COLUMNS,
+        ("cross_score", "Cross Score"),
     ]
-    if not labels:
-        sc = record.scenario
-        raise ValueError(
-            f"the lineup {list(lineup)} of seller {record.seller!r} on scenario (seed {sc.seed}, "
-            f"index {sc.index}) matches none of the buyer_entries "
-            f"{[pool_label(p) for p in buyer_entries]}; pass the entries of every tournament the "
-            "records come from, or buyer_entries=None"
-        )
-    return list(dict.fromkeys(labels))
-
-
-def side_buyer_reward(record: EpisodeRecord) -> float:
-    """The buyer side's reward in an episode: the mean buyer reward over all slots (buyers
-    without a deal count 0, a penalised violator -1; Section 13.2 rewards)."""
-    rewards = record.result.buyer_rewards
-    return math.fsum(rewards) / len(rewards)
-
-
-def cross_score(record: EpisodeRecord) -> float | None:
-    """The seller's score against the buyer side, in [0, 1]; None for an "error" episode.
-
-    A seller violation scores 0 and a (penalised) buyer violation 1; a no-deal is a draw, 0.5.
-    A deal at price P with the dealt buyer's budget B and cost C scores the seller's share of the
-    realised gains from trade, clip((P - C) / (B - C), 0, 1), averaged over the episode's deals;
-    when B <= C there are no gains to share and the seller took everything: 1.
-    """
-    res = record.result
-    if res.outcome == "error":
-        return None
-    if res.violation_by is not None:
-        return 0.0 if res.violation_by == "seller" else 1.0
-    if not res.deals:
-        return 0.5
-    shares = []
-    for deal in res.deals:
-        cost = record.scenario.products[deal.product].cost
-        budget = record.scenario.valuations[deal.buyer][deal.product]
-        if cents(budget) <= cents(cost):
-            shares.append(1.0)
-        else:
-            shares.append(min(1.0, max(0.0, (deal.price - cost) / (budget - cost))))
-    return math.fsum(shares) / len(shares)
-
-
-def episode_identity(record: EpisodeRecord) -> tuple[Any, ...]:
-    """What makes two records the same match: (preset, env version, seller, buyer spec per
-    slot, scenario seed, scenario index)."""
-    sc = record.scenario
-    return (
-        record.preset,
-        record.env_version,
-        record.seller,
-        tuple(record.buyers),
-        sc.seed,
-        sc.index,
-    )
-
-
-def distinct_episodes(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
-    """Counted episodes (every outcome but "error"), each :func:`episode_identity` once (the
-    first): a match stored twice, e.g. by a pool and a fixed entry that drew the same lineup in
-    separate ``play_many`` calls, counts once."""
-    seen: set[tuple[Any, ...]] = set()
-    out = []
-    for record in metrics.counted(records):
-        key = episode_identity(record)
-        if key not in seen:
-            seen.add(key)
-            out.append(record)
-    return out
-
-
-def _play_order(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
-    """Distinct counted episodes sorted stably by scenario (seed, index)."""
-    return sorted(distinct_episodes(records), key=lambda r: (r.scenario.seed, r.scenario.index))
-
-
-def _outcome(x: float, y: float) -> float:
-    if abs(x - y) <= TIE_TOLERANCE:
-        return 0.5
-    return 1.0 if x > y else 0.0
-
-
-def _paired(
-    items: Iterable[tuple[tuple[Any, ...], str, float, tuple[int, int]]],
-) -> list[Comparison]:
-    """Comparisons between players that share a pairing key; ``items`` are (key, player, value,
-    scenario) in play order. A player's first value under a key counts, repeats are ignored."""
-    groups: dict[tuple[Any, ...], dict[str, float]] = {}
-    out = []
-    for key, player, value, scenario in items:
-        group = groups.setdefault(key, {})
-        if player in group:
-            continue
-        for other, other_value in group.items():
-            if player < other:
-                out.append(Comparison(player, other, _outcome(value, other_value), scenario))
-            else:
-                out.append(Comparison(other, player, _outcome(other_value, value), scenario))
-        group[player] = value
-    return out
-
-
-def _scenario(record: EpisodeRecord) -> tuple[int, int]:
-    return (record.scenario.seed, record.scenario.index)
-
-
-def _base_key(record: EpisodeRecord) -> tuple[Any, ...]:
-    sc = record.scenario
-    return (record.preset, record.env_version, sc.seed, sc.index)
-
-
-def comparisons(
-    records: Iterable[EpisodeRecord], role: str, buyer_entries: BuyerEntries | None = None
-) -> list[Comparison]:
-    """Every comparison of ``role`` in play order; players are :func:`player_id` names."""
-    _check_role(role)
-    ordered = _play_order(records)
-    if role == "seller":
-        return _paired(
-            (
-                (*_base_key(r), tuple(r.buyers)),
-                player_id("seller", r.seller),
-                r.result.seller_reward,
-                _scenario(r),
-            )
-            for r in ordered
-        )
-    if role == "buyer":
-        return _paired(
-            (
-                (*_base_key(r), r.seller),
-                player_id("buyer", label),
-                side_buyer_reward(r),
-                _scenario(r),
-            )
-            for r in ordered
-            for label in buyer_entries_of(r, buyer_entries)
-        )
-    out = []
-    for r in ordered:
-        score = cross_score(r)
-        if score is None:
-            raise AssertionError("error episodes are filtered out before scoring")
-        for label in buyer_entries_of(r, buyer_entries):
-            out.append(
-                Comparison(
-                    player_id("seller", r.seller), player_id("buyer", label), score, _scenario(r)
-                )
-            )
-    return out
-
-
-def _check_role(role: str) -> None:
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
-
-
-def _value(estimate: metrics.Estimate) -> float | None:
-    """A metric mean for a JSON row: None when undefined (no applicable episode)."""
-    return None if estimate.n == 0 or math.isnan(estimate.mean) else estimate.mean
 
 
 def _finite(x: float) -> float | None:
@@ -295,9 +70,10 @@ def _finite(x: float) -> float | None:
 
 def seller_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     """The paper's per-seller metrics as plain means (None when undefined) for a row."""
-    row: dict[str, Any] = {name: _value(fn(list(records))) for name, fn in SELLER_METRICS}
+    shown = metrics.group(metrics.LEADERBOARD)
     if any(r.scenario.num_products > 1 for r in records):
-        row |= {name: _value(fn(list(records))) for name, fn in MULTI_PRODUCT_METRICS}
+        shown += metrics.group(metrics.MULTI_PRODUCT)
+    row: dict[str, Any] = {m.name: m.over(records).value for m in shown}
     row["deal_buyer_rank_distribution"] = metrics.deal_buyer_rank_distribution(records)
     return row
 
@@ -307,10 +83,10 @@ def buyer_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     buyers' surplus extraction (Section 13.2) and the seller reward conceded."""
     counted = metrics.counted(records)
     return {
-        "reward": _value(metrics.estimate(side_buyer_reward(r) for r in counted)),
-        "deal_rate": _value(metrics.deal_rate(counted)),
-        "buyer_surplus_extraction": _value(metrics.buyer_reward(counted)),
-        "seller_reward": _value(metrics.reward(counted)),
+        "reward": estimate(episode_buyer_side_reward(r) for r in counted).value,
+        "deal_rate": metrics.deal_rate(counted).value,
+        "buyer_surplus_extraction": buyer_reward(counted).value,
+        "seller_reward": metrics.reward(counted).value,
     }
 
 
@@ -328,27 +104,80 @@ def _players_and_episodes(
     return episodes
 
 
+AUTO = "auto"
+"""``anchor=AUTO``: pin the role's first scripted agent (:func:`default_anchor`)."""
+
+
+def default_anchor(role: str, sellers: Sequence[str], entries: Sequence[str]) -> str | None:
+    """The agent pinned at the initial rating by default: the first scripted seller (seller
+    and cross boards) or the first buyer entry made of scripted specs only (buyer board); None
+    when there is none (the ratings then average the initial rating)."""
+    if role in ("seller", "cross"):
+        found = next((s for s in sellers if is_scripted(s)), None)
+        if found is not None or role == "seller":
+            return found
+    return next((e for e in entries if all(is_scripted(s) for s in e.split("|"))), None)
+
+
+def anchor_player(
+    records: Sequence[EpisodeRecord],
+    role: str,
+    anchor: str | None,
+    buyer_entries: BuyerEntries | None = None,
+) -> str | None:
+    """The rating player named by ``anchor``: a spec (seller) or entry label (buyer; a cross
+    board takes a seller if one has that name), :data:`AUTO` for :func:`default_anchor` over
+    the sellers and entries in order of appearance, None for no anchor."""
+    if anchor == AUTO:
+        sellers = list(dict.fromkeys(r.seller for r in records))
+        if buyer_entries:
+            entries = [pool_label(pool) for pool in buyer_entries]
+        else:
+            entries = list(dict.fromkeys(lineup_label(r.buyers) for r in records))
+        anchor = default_anchor(role, sellers, entries)
+    if anchor is None:
+        return None
+    if role == "buyer" or (role == "cross" and not any(r.seller == anchor for r in records)):
+        return player_id("buyer", anchor)
+    return player_id("seller", anchor)
+
+
+def _pinning(config: RatingConfig, player: str | None) -> RatingConfig:
+    return config if player is None else dataclasses.replace(config, anchor=player)
+
+
 def leaderboard(
     records: Iterable[EpisodeRecord],
     role: str,
     config: RatingConfig = RatingConfig(),
     buyer_entries: BuyerEntries | None = None,
+    anchor: str | None = AUTO,
 ) -> list[dict[str, Any]]:
     """Leaderboard rows, best first: Bradley-Terry rating with bootstrap interval, online Elo,
     comparison counts and the role's metrics.
 
+    ``anchor`` pins one player at ``config.initial`` (:func:`anchor_player`; by default the
+    role's first scripted agent), so ratings from growing record sets compare; None centres the
+    ratings on ``config.initial`` instead.
+
     Keys: ``agent`` (spec or entry label), ``role``, ``rating``, ``ci_low``, ``ci_high``,
-    ``games`` (comparisons), ``wins`` (score sum), ``elo``, ``episodes``, then the metrics
-    (:func:`seller_metrics` or :func:`buyer_metrics`; cross rows add ``cross_score``, the mean
-    score from the player's side). Every value is JSON-ready: undefined numbers are None, e.g.
-    the rating of a player with no comparison, or the bounds when ``config.bootstrap_rounds`` is 0.
+    ``games`` (comparisons), ``wins`` (score sum), ``elo``, ``anchor`` (the pinned player),
+    ``episodes``, then the metrics (:func:`seller_metrics` or :func:`buyer_metrics`; cross rows
+    add ``cross_score``, the mean score from the player's side). Every value is JSON-ready:
+    undefined numbers are None, e.g. the rating of a player with no comparison, or the bounds
+    when ``config.bootstrap_rounds`` is 0.
     """
-    _check_role(role)
+    check_role(role)
     records = list(records)
     comps = comparisons(records, role, buyer_entries)
     fitted: dict[str, Any] = {}
     elo: dict[str, float] = {}
-    if len({c.a for c in comps} | {c.b for c in comps}) >= 2:
+    players = {c.a for c in comps} | {c.b for c in comps}
+    pinned = anchor_player(records, role, anchor, buyer_entries)
+    if anchor == AUTO and pinned not in players:
+        pinned = None  # a default anchor that never played pins nothing; a named one is refused
+    if len(players) >= 2:
+        config = _pinning(config, pinned)
         a, b, score = [c.a for c in comps], [c.b for c in comps], [c.score for c in comps]
         fitted = {row.player: row for row in bradley_terry_ratings(a, b, score, config)}
         elo = elo_ratings(a, b, score, config)
@@ -365,14 +194,15 @@ def leaderboard(
             "games": 0 if fit is None else fit.games,
             "wins": 0.0 if fit is None else fit.wins,
             "elo": elo.get(player),
+            "anchor": fit is not None and player == pinned,
             "episodes": len(episodes),
         }
         row.update(seller_metrics(episodes) if kind == "seller" else buyer_metrics(episodes))
         if role == "cross":
-            scores = [s for s in (cross_score(r) for r in episodes) if s is not None]
+            scores = [s for s in (episode_cross_score(r) for r in episodes) if s is not None]
             if kind == "buyer":
                 scores = [1.0 - s for s in scores]
-            row["cross_score"] = _value(metrics.estimate(scores))
+            row["cross_score"] = estimate(scores).value
         rows.append(row)
     return sorted(rows, key=_rank_key)
 
@@ -388,18 +218,22 @@ def ratings_over_time(
     points: int = 10,
     config: RatingConfig = RatingConfig(),
     buyer_entries: BuyerEntries | None = None,
+    anchor: str | None = AUTO,
 ) -> dict[str, Any]:
     """Bradley-Terry ratings fitted on growing prefixes of the scenario list, for a plot.
 
     The scenarios that produced comparisons are sorted by (seed, index) and cut at ``points``
-    evenly spaced prefix lengths; each prefix gets a fit without bootstrap. Returns
+    evenly spaced prefix lengths; each prefix gets a fit without bootstrap, with the
+    leaderboard's anchor pinned once it has played (before that, centred). Returns
     ``{"role", "scenarios": [prefix lengths], "series": [{"agent", "role", "ratings"}]}``; a
     rating is None while the player has no comparison (or fewer than two players have one).
     """
-    _check_role(role)
+    check_role(role)
     if not isinstance(points, int) or isinstance(points, bool) or points < 1:
         raise ValueError(f"points must be an integer >= 1; got {points!r}")
+    records = list(records)
     comps = comparisons(records, role, buyer_entries)
+    pinned = anchor_player(records, role, anchor, buyer_entries)
     scenarios = sorted({c.scenario for c in comps})
     position = {s: k for k, s in enumerate(scenarios)}
     cuts = sorted({math.ceil(len(scenarios) * (k + 1) / points) for k in range(points)} - {0})
@@ -411,8 +245,9 @@ def ratings_over_time(
         present = {c.a for c in prefix} | {c.b for c in prefix}
         fitted: dict[str, float] = {}
         if len(present) >= 2:
+            fit = _pinning(quick, pinned if pinned in present else None)
             rows = bradley_terry_ratings(
-                [c.a for c in prefix], [c.b for c in prefix], [c.score for c in prefix], quick
+                [c.a for c in prefix], [c.b for c in prefix], [c.score for c in prefix], fit
             )
             fitted = {row.player: row.rating for row in rows}
         for p in players:
@@ -441,16 +276,17 @@ def payoff_matrix(
             cells.setdefault((r.seller, label), []).append(r.result.seller_reward)
     sellers = sorted({s for s, _ in cells})
     buyers = sorted({b for _, b in cells})
-    means = [[_value(metrics.estimate(cells.get((s, b), ()))) for b in buyers] for s in sellers]
+    means = [[estimate(cells.get((s, b), ())).value for b in buyers] for s in sellers]
     counts = [[len(cells.get((s, b), ())) for b in buyers] for s in sellers]
     return {"sellers": sellers, "buyers": buyers, "mean_seller_reward": means, "episodes": counts}
 
 
-def stored_buyer_entries(db: str | Path, tournament: str | None = None) -> list[tuple[str, ...]]:
-    """The buyer entries of the tournaments stored in ``db`` (or of the one named), each once,
-    in storage order: pass them as ``buyer_entries`` so pool episodes count for their pool."""
-    from tournaments.store import Store
-
+def stored_lineups(
+    db: str | Path, tournament: str | None = None
+) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The sellers and the buyer entries of the tournaments stored in ``db`` (or of the one
+    named), each once, in storage and config order: the entries make pool episodes count for
+    their pool, and both give the default rating anchor (:func:`default_anchor`)."""
     if not Path(db).is_file():
         raise FileNotFoundError(f"results database {db} does not exist")
     with Store.open(db) as store:
@@ -462,13 +298,29 @@ def stored_buyer_entries(db: str | Path, tournament: str | None = None) -> list[
             ).fetchall()
             if not rows:
                 raise KeyError(f"no tournament named {tournament!r} in {db}")
+    sellers: dict[str, None] = {}
     entries: dict[tuple[str, ...], None] = {}
     for (text,) in rows:
         config = json.loads(text)
+        for seller in config.get("sellers", ()):
+            sellers.setdefault(seller, None)
         for entry in config.get("buyers", ()):
             pool = (entry,) if isinstance(entry, str) else tuple(entry)
             entries.setdefault(pool, None)
-    return list(entries)
+    return list(sellers), list(entries)
+
+
+def stored_buyer_entries(db: str | Path, tournament: str | None = None) -> list[tuple[str, ...]]:
+    """The buyer entries of :func:`stored_lineups`: pass them as ``buyer_entries`` so pool
+    episodes count for their pool."""
+    return stored_lineups(db, tournament)[1]
+
+
+def stored_anchor(db: str | Path, role: str, tournament: str | None = None) -> str | None:
+    """The default anchor of a stored database: the role's first scripted agent in the order
+    the tournaments list them (:func:`default_anchor`)."""
+    sellers, entries = stored_lineups(db, tournament)
+    return default_anchor(role, sellers, [pool_label(e) for e in entries])
 
 
 def _fmt(value: Any) -> str:
@@ -482,12 +334,10 @@ def _fmt(value: Any) -> str:
 def render_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
     """The leaderboard as a rich table: rank, agent, role, rating with interval, Elo, games,
     then the metric columns any row has."""
-    from rich.table import Table
-
     table = Table(title=title)
     for header in ("#", "Agent", "Role", "Rating", "CI", "Elo", "Games", "Episodes"):
         table.add_column(header, justify="left" if header in ("Agent", "Role") else "right")
-    shown = [(key, header) for key, header in COLUMNS if any(key in row for row in rows)]
+    shown = [(key, header) for key, header in columns() if any(key in row for row in rows)]
     for _, header in shown:
         table.add_column(header, justify="right")
     for rank, row in enumerate(rows, start=1):

@@ -14,6 +14,11 @@ score ``base`` times as often as the weaker one, i.e.
 Internally the fit works with natural-log strengths ``theta``; ``R = initial + theta * scale /
 ln(base)``.
 
+Only differences are identified, so the scale needs a fixed point. Without an ``anchor`` the
+ratings average ``initial`` and every new player shifts everyone (a league's curves drift); with
+one, that player is pinned at ``initial`` in the fit, in every bootstrap resample and in online
+Elo: a new player leaves it in place, and differences do not depend on the anchor chosen.
+
 Fitting choice: Newton's method on the logistic log-likelihood of the count matrices, with a
 tiny L2 prior ``l2_prior * theta**2 / 2`` (default 1e-6). The prior makes the problem strictly
 convex, so players who never lost (whose maximum-likelihood strength is infinite) and separate
@@ -37,17 +42,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-__all__ = [
-    "Rating",
-    "RatingConfig",
-    "bradley_terry",
-    "bradley_terry_ratings",
-    "compress",
-    "elo_history",
-    "elo_ratings",
-    "unzip_comparisons",
-]
 
 
 @dataclass(frozen=True)
@@ -76,6 +70,13 @@ class RatingConfig:
     tol: float = field(
         default=1e-6,
         metadata={"help": "the fit stops once no rating moves more than tol Elo points in a step"},
+    )
+    anchor: str = field(
+        default="",
+        metadata={
+            "help": "player pinned at `initial` (e.g. a scripted reference agent); empty: the "
+            "ratings average `initial`"
+        },
     )
     l2_prior: float = field(
         default=1e-6,
@@ -282,6 +283,20 @@ def _fit(
     )
 
 
+def _anchor_shift(theta: np.ndarray, players: Sequence[str], config: RatingConfig) -> np.ndarray:
+    """``theta`` (one row per fit) moved so that the anchor's strength is 0 (module docstring);
+    unchanged without an anchor."""
+    if not config.anchor:
+        return theta
+    if config.anchor not in players:
+        raise ValueError(
+            f"RatingConfig.anchor {config.anchor!r} is not among the rated players; choose one "
+            f"of {', '.join(players)}"
+        )
+    k = list(players).index(config.anchor)
+    return theta - theta[..., k : k + 1]
+
+
 def _check_matrices(players: Sequence[str], wins: np.ndarray, games: np.ndarray) -> None:
     n = len(players)
     if n < 2:
@@ -309,13 +324,13 @@ def bradley_terry(
     wins = np.asarray(W, dtype=float)
     games = np.asarray(G, dtype=float)
     _check_matrices(players, wins, games)
-    theta = _fit(wins, games, np.zeros(len(players)), config)
+    theta = _anchor_shift(_fit(wins, games, np.zeros(len(players)), config), players, config)
     return config.initial + config.elo_per_nat * theta
 
 
 def _bootstrap(
     cells: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    n: int,
+    players: Sequence[str],
     theta: np.ndarray,
     config: RatingConfig,
 ) -> np.ndarray:
@@ -324,12 +339,13 @@ def _bootstrap(
     total = int(counts.sum())
     probabilities = counts / total
     rng = np.random.default_rng(config.seed)
+    n = len(players)
     samples = np.empty((config.bootstrap_rounds, n))
     for r in range(config.bootstrap_rounds):
         drawn = rng.multinomial(total, probabilities).astype(float)
         wins, games = _count_matrices(cell_i, cell_j, cell_s, drawn, n)
         samples[r] = _fit(wins, games, theta, config)
-    return config.initial + config.elo_per_nat * samples
+    return config.initial + config.elo_per_nat * _anchor_shift(samples, players, config)
 
 
 def bradley_terry_ratings(
@@ -348,9 +364,9 @@ def bradley_terry_ratings(
     cells = _cells(ia, ib, score, n)
     wins, games = _count_matrices(*cells, n)
     theta = _fit(wins, games, np.zeros(n), config)
-    point = config.initial + config.elo_per_nat * theta
+    point = config.initial + config.elo_per_nat * _anchor_shift(theta, players, config)
     if config.bootstrap_rounds > 0:
-        samples = _bootstrap(cells, n, theta, config)
+        samples = _bootstrap(cells, players, theta, config)
         tail = (1.0 - config.ci) / 2.0
         low, high = np.quantile(samples, [tail, 1.0 - tail], axis=0)
     else:
@@ -405,6 +421,9 @@ def elo_ratings(
     """Online Elo with step ``config.elo_k``, applied in the given (episode) order; keys are
     the players sorted by name."""
     players, ratings, _ = _elo_run(a, b, score_a, config, every=0)
+    if config.anchor:
+        shifted = _anchor_shift(np.asarray(ratings), players, config) + config.initial
+        ratings = shifted.tolist()
     return dict(zip(players, ratings, strict=True))
 
 
@@ -421,4 +440,6 @@ def elo_history(
     if not _is_int(every) or every < 1:
         raise ValueError(f"every must be an integer >= 1; got {every!r}")
     players, _, history = _elo_run(a, b, score_a, config, every=every)
+    if config.anchor:
+        return players, _anchor_shift(np.asarray(history), players, config) + config.initial
     return players, np.asarray(history)

@@ -14,33 +14,40 @@ import html
 import json
 import math
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from arena.metrics import METRICS
 from arena.records import EpisodeRecord
+from tournaments.comparisons import ROLES, BuyerEntries
 from tournaments.leaderboard import (
-    COLUMNS,
-    ROLES,
-    BuyerEntries,
+    AUTO,
+    columns,
+    default_anchor,
     leaderboard,
     payoff_matrix,
     ratings_over_time,
-    stored_buyer_entries,
+    stored_lineups,
 )
 from tournaments.ratings import RatingConfig
+from tournaments.store import load_records
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
-SKILL_AXES: tuple[tuple[str, str], ...] = (
-    ("reward", "Reward"),
-    ("deal_on_top_buyer_rate", "Deal on Top\nBuyer Rate"),
-    ("sell_above_cost_accuracy", "Sell-Above-Cost\nAccuracy"),
-    ("deal_rate", "Deal Rate"),
-    ("surplus_extraction_ratio", "Seller Surplus\nExtraction Ratio"),
+SKILL_AXES: tuple[str, ...] = (
+    "reward",
+    "deal_on_top_buyer_rate",
+    "sell_above_cost_accuracy",
+    "deal_rate",
+    "surplus_extraction_ratio",
 )
-"""The five axes of the seller skill profile, clockwise from the top (paper Figure 3)."""
+"""The five metrics of the seller skill profile, clockwise from the top (paper Figure 3);
+their labels are the registry's headers (:data:`arena.metrics.METRICS`)."""
 
 ROLE_TITLES = {
     "seller": "Sellers",
@@ -77,19 +84,19 @@ def write_report(
     callable that receives ``out_dir`` (to draw its PNGs there) and returns such a list. A PNG
     outside ``out_dir`` is copied in; text is escaped, never read as HTML.
     """
-    from tournaments.store import load_records
-
     db = Path(db_path)
     records = load_records(db)
     if not records:
         raise ValueError(f"no episodes stored in {db}; run a tournament into it first")
-    entries = stored_buyer_entries(db)
+    sellers, entries = stored_lineups(db)
+    labels = ["|".join(entry) for entry in entries]
+    anchors = {role: default_anchor(role, sellers, labels) for role in ROLES}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # Extra sections first: a bad one fails before the slow plotting.
     extras = extra_sections(out) if callable(extra_sections) else extra_sections
     added = [_extra_section(k, item, out) for k, item in enumerate(extras)]
-    data = report_data(records, config, entries)
+    data = report_data(records, config, entries, anchors)
     sections = standard_sections(data, out) + added
     page = out / "index.html"
     page.write_text(render_page(db, len(records), sections, data), encoding="utf-8")
@@ -100,13 +107,19 @@ def report_data(
     records: Sequence[EpisodeRecord],
     config: RatingConfig = RatingConfig(),
     buyer_entries: BuyerEntries | None = None,
+    anchors: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    """Every number the page shows: leaderboards per role, the payoff matrix, ratings over time."""
+    """Every number the page shows: leaderboards per role, the payoff matrix, ratings over time.
+    ``anchors`` names each role's rating anchor (default: the role's first scripted agent)."""
+    pinned = {role: AUTO for role in ROLES} if anchors is None else anchors
     return {
-        "leaderboard": {role: leaderboard(records, role, config, buyer_entries) for role in ROLES},
+        "leaderboard": {
+            role: leaderboard(records, role, config, buyer_entries, pinned[role]) for role in ROLES
+        },
         "payoff": payoff_matrix(records, buyer_entries),
         "ratings_over_time": {
-            role: ratings_over_time(records, role, 10, config, buyer_entries) for role in ROLES
+            role: ratings_over_time(records, role, 10, config, buyer_entries, pinned[role])
+            for role in ROLES
         },
     }
 
@@ -204,7 +217,7 @@ def leaderboard_html(rows: Sequence[dict[str, Any]]) -> str:
     """A leaderboard as an HTML table (escaped), with the metric columns any row has."""
     if not rows:
         return "<p>No episodes.</p>\n"
-    shown = [(key, header) for key, header in COLUMNS if any(key in row for row in rows)]
+    shown = [(key, header) for key, header in columns() if any(key in row for row in rows)]
     headers = ["#", "Agent", "Role", "Rating", "CI low", "CI high", "Elo", "Games", "Episodes"]
     headers += [header for _, header in shown]
     cells = []
@@ -324,8 +337,6 @@ def plot_leaderboard(boards: dict[str, list[dict[str, Any]]], path: Path) -> Pat
 
 def plot_payoff(matrix: dict[str, Any], path: Path) -> Path:
     """Heatmap of mean seller reward per (seller, buyer entry), values written in the cells."""
-    import numpy as np
-
     sellers, buyers = matrix["sellers"], matrix["buyers"]
     fig = _figure(max(5.0, 1.8 * len(buyers) + 3.5), max(3.0, 0.5 * len(sellers) + 1.8))
     if not sellers:
@@ -350,8 +361,6 @@ def plot_payoff(matrix: dict[str, Any], path: Path) -> Path:
 
 def plot_skill_profile(sellers: Sequence[dict[str, Any]], path: Path) -> Path:
     """Radar chart of the five seller skills (paper Figure 3), one polygon per seller."""
-    import numpy as np
-
     fig = _figure(7, 6)
     if not sellers:
         _note(fig, "no sellers")
@@ -361,12 +370,13 @@ def plot_skill_profile(sellers: Sequence[dict[str, Any]], path: Path) -> Path:
     ax.set_theta_offset(np.pi / 2.0)
     ax.set_theta_direction(-1)
     for row in sellers:
-        values = [min(1.0, max(0.0, _number(row.get(key)))) for key, _ in SKILL_AXES]
+        values = [min(1.0, max(0.0, _number(row.get(key)))) for key in SKILL_AXES]
         values = [0.0 if math.isnan(v) else v for v in values]
         closed_angles = [*angles, angles[0]]
         ax.plot(closed_angles, [*values, values[0]], label=row["agent"])
         ax.fill(closed_angles, [*values, values[0]], alpha=0.1)
-    ax.set_xticks(angles, [label for _, label in SKILL_AXES])
+    labels = [textwrap.fill(METRICS[key].header, 16) for key in SKILL_AXES]
+    ax.set_xticks(angles, labels)
     ax.set_ylim(0.0, 1.0)
     ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.12), fontsize=8)
     return _save(fig, path)

@@ -7,91 +7,8 @@ import math
 import pytest
 
 from arena import metrics
-from arena.catalog import Product, default_catalog
-from arena.config import get_preset
-from arena.records import ENV_VERSION, Deal, EpisodeRecord, EpisodeResult
-from arena.rewards import seller_reward
-from arena.scenarios import Scenario, make_scenarios
-from tournaments.match import play_many
-
-LIST, COST = 34.99, 18.75  # baby-products_17, paper Section 4.4
-
-
-def product(list_price: float = LIST, cost: float = COST, pid: str = "p0") -> Product:
-    return Product(pid, "baby", "Thing", "A thing", "nice", list_price, cost)
-
-
-def record(
-    budgets: tuple[float, ...] = (30.0, 38.37, 25.0),
-    *,
-    deal: tuple[int, float] | None = None,
-    outcome: str | None = None,
-    violation: str | None = None,
-    first_bids: tuple[float | None, ...] | None = None,
-    engaged: tuple[bool, ...] | None = None,
-    buyers: tuple[str, ...] | None = None,
-    resamples: tuple[int, ...] | None = None,
-) -> EpisodeRecord:
-    """A hand-built single-product episode; the seller reward follows equation (1)."""
-    n = len(budgets)
-    deals = (Deal(deal[0], 0, deal[1], "seller", 3),) if deal else ()
-    if outcome is None:
-        outcome = "violation" if violation else ("deal" if deal else "no_deal")
-    if outcome == "violation":
-        seller = -1.0
-    elif outcome == "error":
-        seller = 0.0
-    else:
-        seller = seller_reward([(0, deal[1])] if deal else [], [LIST], [COST], [1], n)
-    buyer_rewards = [0.0] * n
-    if deal and outcome == "deal":
-        buyer_rewards[deal[0]] = (LIST - deal[1]) / (LIST - COST)
-    scenario = Scenario(
-        seed=0,
-        index=0,
-        products=(product(),),
-        stock=(1,),
-        valuations=tuple((b,) for b in budgets),
-        tiers=None,
-        first_offers=(None,) * n,
-        opening_products=(0,) * n,
-        slot_draws=(0.0,) * n,
-        episode_seed=1,
-    )
-    result = EpisodeResult(
-        outcome=outcome,
-        termination={"deal": "deal", "no_deal": "turn_limit", "error": "error"}.get(
-            outcome, "seller_violation"
-        ),
-        violation=violation,
-        violation_reason=None,
-        violation_by="seller" if violation else None,
-        deals=deals,
-        seller_reward=seller,
-        buyer_rewards=tuple(buyer_rewards),
-        seller_turns=3,
-        messages_per_buyer=(1,) * n,
-        engaged=engaged if engaged is not None else (True,) * n,
-        first_bids=first_bids if first_bids is not None else (9.0,) * n,
-        buyer_resamples=resamples if resamples is not None else (0,) * n,
-        buyer_failures=(False,) * n,
-        statuses=("active",) * n,
-    )
-    return EpisodeRecord(
-        env_version=ENV_VERSION,
-        preset="in-distribution",
-        scenario=scenario,
-        seller="scripted:prober",
-        buyers=buyers if buyers is not None else ("scripted:time",) * n,
-        result=result,
-    )
-
-
-def scripted_records(preset: str, count: int, seed: int = 11) -> list[EpisodeRecord]:
-    config = get_preset(preset)
-    scenarios = make_scenarios(config, default_catalog(), seed, count)
-    return play_many(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)
-
+from arena.records import Deal
+from tests.arena.episodes import COST, LIST, product, record, scripted_records
 
 # Estimate --------------------------------------------------------------------------------------
 
@@ -109,6 +26,7 @@ def test_estimate_of_nothing_is_nan_and_of_one_value_has_zero_se():
     assert math.isnan(empty.mean) and math.isnan(empty.se) and empty.n == 0
     assert metrics.estimate([0.4]) == metrics.Estimate(0.4, 0.0, 1)
     assert metrics.estimate([0.4]).as_dict() == {"mean": 0.4, "se": 0.0, "n": 1}
+    assert empty.as_dict() == {"mean": None, "se": None, "n": 0}  # JSON null, never NaN
 
 
 # Reward and deal-only metrics ------------------------------------------------------------------
@@ -224,80 +142,7 @@ def test_violation_rate_by_kind_has_every_kind_and_counts_each_episode_once():
     assert sum(e.mean for e in by_kind.values()) == metrics.violation_rate(records).mean
 
 
-# First offers (Table 11) -----------------------------------------------------------------------
-
-
-def test_first_offer_matches_compare_orderings():
-    budgets = (30.0, 38.37, 25.0)
-    same_order = record(budgets, first_bids=(9.5, 10.4, 8.0))
-    top_only = record(budgets, first_bids=(8.0, 10.4, 9.5))
-    neither = record(budgets, first_bids=(10.4, 9.5, 8.0))
-    assert metrics.episode_first_offer_full_rank_match(same_order) == 1.0
-    assert metrics.episode_first_offer_top1_match(same_order) == 1.0
-    assert metrics.episode_first_offer_full_rank_match(top_only) == 0.0
-    assert metrics.episode_first_offer_top1_match(top_only) == 1.0
-    assert metrics.episode_first_offer_full_rank_match(neither) == 0.0
-    assert metrics.episode_first_offer_top1_match(neither) == 0.0
-
-
-def test_tied_first_bids_are_not_a_match():
-    budgets = (30.0, 38.37, 25.0)
-    tied_top = record(budgets, first_bids=(10.4, 10.4, 8.0))
-    tied_bottom = record(budgets, first_bids=(8.0, 10.4, 8.0))
-    assert metrics.episode_first_offer_top1_match(tied_top) == 0.0
-    assert metrics.episode_first_offer_full_rank_match(tied_top) == 0.0
-    assert metrics.episode_first_offer_top1_match(tied_bottom) == 1.0
-    assert metrics.episode_first_offer_full_rank_match(tied_bottom) == 0.0
-
-
-def test_episodes_with_tied_budgets_or_missing_bids_are_not_eligible():
-    tied_budgets = record((30.0, 30.0, 25.0), first_bids=(9.0, 10.0, 8.0))
-    missing_bid = record(first_bids=(9.0, None, 8.0))
-    assert metrics.episode_first_offer_top1_match(tied_budgets) is None
-    assert metrics.episode_first_offer_full_rank_match(missing_bid) is None
-    eligible = record(first_bids=(9.0, 10.0, 8.0))
-    assert metrics.first_offer_top1_match([tied_budgets, missing_bid, eligible]).n == 1
-
-
-def test_regulated_openings_leak_no_rank_and_free_openings_do():
-    """Table 11: near 1/N top-1 match with regulated openings, far above with free ones."""
-    regulated = metrics.first_offer_top1_match(scripted_records("in-distribution", 512))
-    assert regulated.n >= 500
-    assert abs(regulated.mean - 1 / 3) < 0.08
-    full = metrics.first_offer_full_rank_match(scripted_records("in-distribution", 512))
-    assert abs(full.mean - 1 / 6) < 0.08
-    free = metrics.first_offer_top1_match(scripted_records("ood", 512))
-    assert free.n >= 500
-    assert free.mean > 0.5
-
-
-# Buyer types (Table 12) ------------------------------------------------------------------------
-
-
-def test_buyer_metrics_are_grouped_by_buyer_spec():
-    a, b = "scripted:time", "scripted:hardliner"
-    records = [
-        record(deal=(1, 32.50), buyers=(a, b, a), first_bids=(7.0, 10.5, 8.75)),
-        record(deal=(0, 26.62), buyers=(a, a, b), first_bids=(7.0, 7.0, None)),
-        record(buyers=(b, a, a), first_bids=(10.5, 7.0, 7.0)),
-    ]
-    first = metrics.buyer_first_offer_ratio(records)
-    assert first[b].n == 2 and first[b].mean == pytest.approx(10.5 / LIST)
-    assert first[a].n == 6
-    assert first[a].mean == pytest.approx((5 * 7.0 + 8.75) / 6 / LIST)
-    surplus = metrics.buyer_surplus_extraction(records)
-    assert surplus[b].n == 1 and surplus[b].mean == pytest.approx((LIST - 32.50) / 16.24)
-    assert surplus[a].n == 1 and surplus[a].mean == pytest.approx((LIST - 26.62) / 16.24)
-    closing = metrics.deal_rate_by_buyer_type(records)
-    assert closing[a].n == 6 and closing[a].mean == pytest.approx(1 / 6)
-    assert closing[b].n == 3 and closing[b].mean == pytest.approx(1 / 3)
-    assert metrics.buyer_reward(records).n == 2
-
-
-def test_buyer_lineup_must_name_every_slot():
-    broken = record(buyers=("scripted:time",))
-    with pytest.raises(ValueError, match=r"record\.buyers must name every buyer slot"):
-        metrics.buyer_first_offer_ratio([broken])
+# Counts and several deals ------------------------------------------------------------------
 
 
 def test_resamples_and_deals_are_counted_per_episode():
@@ -366,7 +211,8 @@ def test_summarize_has_exactly_the_documented_keys_and_is_json_ready():
     }
     assert summary["by_buyer_type"]["scripted:time"]["deal_rate"]["n"] == 64 * 5
     assert summary["errors"] == 0
-    assert [key for key, _ in metrics.TABLE1_COLUMNS] == [
+    assert len(estimates) == 16 and estimates == set(metrics.METRICS)
+    assert [m.name for m in metrics.group(metrics.TABLE1)] == [
         "reward",
         "surplus_extraction_ratio",
         "deal_rate",
@@ -393,7 +239,53 @@ def test_summarize_of_real_records_agrees_with_the_game_results():
 
 def test_summarize_of_no_records_is_all_empty_estimates():
     summary = metrics.summarize([])
-    assert summary["reward"]["n"] == 0 and math.isnan(summary["reward"]["mean"])
+    assert summary["reward"] == {"mean": None, "se": None, "n": 0}
+    assert json.loads(json.dumps(summary, allow_nan=False)) == summary
     assert summary["deal_buyer_rank_distribution"] == []
     assert summary["by_buyer_type"] == {}
     assert summary["errors"] == 0
+
+
+# The registry and the seller's surplus share ---------------------------------------------------
+
+
+def test_every_deal_only_metric_is_undefined_on_episodes_without_a_deal():
+    no_deal, broke = record(), record(violation="below_cost")
+    for metric in metrics.METRICS.values():
+        if metric.deal_only:
+            assert metric.per_episode(no_deal) is None, metric.name
+            assert metric.per_episode(broke) is None, metric.name
+    on_deal = record(deal=(1, 32.50))
+    assert all(m.per_episode(on_deal) is not None for m in metrics.group(metrics.TABLE1))
+
+
+def test_groups_list_the_training_curves_in_figure_order_and_headers_are_unique():
+    training = metrics.group(metrics.TRAINING)
+    assert [m.figure for m in sorted(training, key=lambda m: m.figure)] == [5, 6, 7, 8, 9]
+    assert "reward" not in {m.name for m in training}  # TRL logs the reward itself
+    headers = [m.header for m in metrics.METRICS.values()]
+    assert len(set(headers)) == len(headers)
+    assert all(m.reference for m in metrics.METRICS.values())
+
+
+def test_the_seller_surplus_share_is_the_sellers_part_of_the_realised_gains():
+    """One definition (docs/metrics.md): clip(sum(P - C) / sum(B - C), 0, 1) over the deals."""
+    on_deal = record(deal=(1, 32.50))
+    assert metrics.episode_seller_surplus_share(on_deal) == pytest.approx(
+        (32.50 - COST) / (38.37 - COST)
+    )
+    assert metrics.episode_cross_score(on_deal) == metrics.episode_seller_surplus_share(on_deal)
+    base = record((30.0, 38.37, 25.0))
+    cheap = product(list_price=20.0, cost=10.0, pid="p1")
+    scenario = dataclasses.replace(
+        base.scenario, products=(product(), cheap), stock=(1, 1),
+        valuations=((30.0, 19.0), (38.37, 15.0), (25.0, 12.0)),
+    )  # fmt: skip
+    deals = (Deal(1, 0, 32.50, "seller", 2), Deal(2, 1, 11.0, "buyer", 4))
+    result = dataclasses.replace(base.result, outcome="deal", deals=deals)
+    two = dataclasses.replace(base, scenario=scenario, result=result)
+    gains = (38.37 - COST) + (12.0 - 10.0)
+    expected = ((32.50 - COST) + (11.0 - 10.0)) / gains
+    assert metrics.episode_seller_surplus_share(two) == pytest.approx(expected)
+    assert metrics.episode_cross_score(two) == pytest.approx(expected)
+    assert metrics.seller_surplus_captured([two, on_deal, record()]).n == 2

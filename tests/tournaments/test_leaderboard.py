@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -8,34 +7,28 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from agents.engine import play_scenarios
 from arena import metrics
+from arena.buyer_metrics import episode_buyer_side_reward
 from arena.catalog import default_catalog
 from arena.config import get_preset
-from arena.records import Deal, EpisodeRecord
+from arena.metrics import episode_cross_score
+from arena.records import EpisodeRecord
 from arena.scenarios import Scenario, make_scenarios
+from tests.tournaments.episodes import ENTRIES, POOL, TFT, TIME, hand_made_base, made
 from tournaments.config import TournamentConfig
 from tournaments.leaderboard import (
-    Comparison,
-    buyer_entries_of,
     comparisons,
-    cross_score,
     distinct_episodes,
     leaderboard,
-    lineup_label,
     payoff_matrix,
     ratings_over_time,
     render_table,
-    side_buyer_reward,
     stored_buyer_entries,
 )
-from tournaments.match import buyer_lineup, play_many
 from tournaments.ratings import RatingConfig
 from tournaments.runner import run_tournament
 
-TIME = "scripted:time"
-TFT = "scripted:tit-for-tat"
-ENTRIES = [(TIME,), (TIME, TFT)]
-POOL = f"{TIME}|{TFT}"
 SELLERS = ["scripted:satisficer", "scripted:prober", "scripted:time?e=0.3"]
 NO_BOOTSTRAP = RatingConfig(bootstrap_rounds=0)
 
@@ -43,12 +36,14 @@ NO_BOOTSTRAP = RatingConfig(bootstrap_rounds=0)
 def play_tournament(
     sellers: list[str], episodes: int
 ) -> tuple[list[EpisodeRecord], dict[tuple[str, str], list[EpisodeRecord]]]:
-    """Every seller against every entry with play_many; returns all records (a lineup that
-    two entries share is played twice, as separate play_many calls do) and each pairing's."""
+    """Every seller against every entry with play_scenarios; returns all records (a lineup that
+    two entries share is played twice, as separate play_scenarios calls do) and each pairing's."""
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, default_catalog(), 0, episodes)
     pairings = {
-        (seller, "|".join(pool)): play_many(config, scenarios, seller, list(pool), keep_turns=False)
+        (seller, "|".join(pool)): play_scenarios(
+            config, scenarios, seller, list(pool), keep_turns=False
+        )
         for seller in sellers
         for pool in ENTRIES
     }
@@ -85,8 +80,34 @@ def test_prober_ranks_above_satisficer_with_non_overlapping_intervals(tournament
     assert prober["elo"] > satisficer["elo"]
     for row in rows:
         assert row["ci_low"] <= row["rating"] <= row["ci_high"]
-    # Ratings are centred on the initial rating.
-    assert math.fsum(row["rating"] for row in rows) / 3 == pytest.approx(1000.0, abs=1e-6)
+    # The first scripted seller is the anchor, pinned at the initial rating by default ...
+    assert (
+        board["scripted:satisficer"]["rating"] == 1000.0 and board["scripted:satisficer"]["anchor"]
+    )
+    assert [row["anchor"] for row in rows].count(True) == 1
+    # ... without an anchor the ratings are centred on it instead; differences are the same.
+    centred = by_agent(leaderboard(records, "seller", buyer_entries=ENTRIES, anchor=None))
+    assert math.fsum(r["rating"] for r in centred.values()) / 3 == pytest.approx(1000.0, abs=1e-6)
+    assert not any(r["anchor"] for r in centred.values())
+    gap = prober["rating"] - satisficer["rating"]
+    centred_gap = centred["scripted:prober"]["rating"] - centred["scripted:satisficer"]["rating"]
+    assert gap == pytest.approx(centred_gap, abs=1e-6)
+
+
+def test_a_seller_joining_later_leaves_the_anchor_where_it_was(tournament) -> None:
+    records, _ = tournament
+    first_two = [r for r in records if r.seller != SELLERS[2]]
+    before = by_agent(leaderboard(first_two, "seller", NO_BOOTSTRAP, ENTRIES))
+    after = by_agent(leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES))
+    assert before[SELLERS[0]]["rating"] == after[SELLERS[0]]["rating"] == 1000.0
+    named = by_agent(leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES, anchor=SELLERS[1]))
+    assert named[SELLERS[1]]["rating"] == 1000.0 and named[SELLERS[1]]["anchor"]
+    with pytest.raises(ValueError, match="anchor 'seller:scripted:hardliner' is not among"):
+        leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES, anchor="scripted:hardliner")
+    buyers = by_agent(leaderboard(records, "buyer", NO_BOOTSTRAP, ENTRIES))
+    assert buyers[TIME]["rating"] == 1000.0  # the first all-scripted entry
+    cross = leaderboard(records, "cross", NO_BOOTSTRAP, ENTRIES)
+    assert [(r["role"], r["agent"]) for r in cross if r["anchor"]] == [("seller", SELLERS[0])]
 
 
 def test_seller_games_count_every_other_seller_on_every_distinct_lineup(tournament) -> None:
@@ -123,13 +144,14 @@ def test_buyer_board_rates_the_fixed_entry_above_the_pool_with_tit_for_tat(tourn
     assert fixed["episodes"] == pool["episodes"] == 3 * 128
     pool_records = [r for s in SELLERS for r in pairings[(s, POOL)]]
     assert pool["reward"] == pytest.approx(
-        math.fsum(side_buyer_reward(r) for r in pool_records) / len(pool_records)
+        math.fsum(episode_buyer_side_reward(r) for r in pool_records) / len(pool_records)
     )
     assert pool["deal_rate"] == pytest.approx(metrics.deal_rate(pool_records).mean)
 
 
 def test_sellers_that_differ_only_by_an_alias_get_equal_ratings(aliases) -> None:
-    rows = by_agent(leaderboard(aliases, "seller", buyer_entries=ENTRIES))
+    # Pinned elsewhere: an anchor's own interval is a point.
+    rows = by_agent(leaderboard(aliases, "seller", buyer_entries=ENTRIES, anchor="scripted:prober"))
     satisficer, greedy = rows["scripted:satisficer"], rows["scripted:greedy"]
     assert satisficer["rating"] == pytest.approx(greedy["rating"], abs=1e-6)
     assert satisficer["games"] == greedy["games"]
@@ -147,7 +169,7 @@ def test_sellers_that_differ_only_by_an_alias_get_equal_ratings(aliases) -> None
 
 def test_cross_scores_lie_in_unit_interval_and_board_has_sellers_and_buyers(tournament) -> None:
     records, _ = tournament
-    scores = [cross_score(r) for r in records]
+    scores = [episode_cross_score(r) for r in records]
     assert all(s is not None and 0.0 <= s <= 1.0 for s in scores)
     assert 0.5 in scores  # no-deal episodes are draws
     rows = leaderboard(records, "cross", buyer_entries=ENTRIES)
@@ -207,120 +229,7 @@ def test_ratings_over_time_rejects_a_bad_point_count(tournament) -> None:
 
 @pytest.fixture(scope="module")
 def base() -> tuple[list[Scenario], EpisodeRecord]:
-    config = get_preset("in-distribution")
-    scenarios = make_scenarios(config, default_catalog(), 7, 2)
-    record = play_many(config, scenarios[:1], "scripted:prober", [TIME], keep_turns=False)[0]
-    return scenarios, record
-
-
-def made(
-    base: tuple[list[Scenario], EpisodeRecord],
-    seller: str,
-    scenario: int,
-    seller_reward: float = 0.0,
-    buyers: tuple[str, ...] = (TIME, TIME, TIME),
-    buyer_rewards: tuple[float, ...] = (0.0, 0.0, 0.0),
-    **result: object,
-) -> EpisodeRecord:
-    scenarios, record = base
-    res = dataclasses.replace(
-        record.result, seller_reward=seller_reward, buyer_rewards=buyer_rewards, **result
-    )
-    return dataclasses.replace(
-        record, seller=seller, buyers=buyers, scenario=scenarios[scenario], result=res
-    )
-
-
-def triples(comps: list[Comparison]) -> list[tuple[str, str, float]]:
-    return [(c.a, c.b, c.score) for c in comps]
-
-
-def test_seller_comparisons_pair_sellers_on_the_same_scenario_and_lineup(base) -> None:
-    other = ("scripted:hardliner",) * 3
-    records = [
-        made(base, "A", 0, 0.5),
-        made(base, "B", 0, 0.3),
-        made(base, "A", 0, 0.0),  # the same match again: the first one counts
-        made(base, "C", 0, 0.5),
-        made(base, "A", 0, 0.9, buyers=other),  # other lineup: nobody to compare with
-        made(base, "B", 1, 0.4),
-        made(base, "A", 1, 0.2),
-        made(base, "C", 1, 1.0, outcome="error"),  # back-end error: left out
-    ]
-    assert triples(comparisons(records, "seller")) == [
-        ("seller:A", "seller:B", 1.0),
-        ("seller:A", "seller:C", 0.5),
-        ("seller:B", "seller:C", 0.0),
-        ("seller:A", "seller:B", 0.0),
-    ]
-    rows = by_agent(leaderboard(records, "seller", NO_BOOTSTRAP))
-    assert {k: (v["games"], v["wins"], v["episodes"]) for k, v in rows.items()} == {
-        "A": (3, 1.5, 3),
-        "B": (3, 1.0, 2),
-        "C": (2, 1.5, 1),
-    }
-
-
-def test_buyer_comparisons_pair_entries_that_met_the_same_seller(base) -> None:
-    hard = ("scripted:hardliner",) * 3
-    records = [
-        made(base, "A", 0, buyer_rewards=(0.0, 0.6, 0.0)),
-        made(base, "A", 0, buyers=hard, buyer_rewards=(0.3, 0.0, 0.0)),
-        made(base, "B", 0, buyers=hard, buyer_rewards=(0.0, 0.0, -1.0)),  # no partner
-        made(base, "A", 1, buyer_rewards=(0.0, 0.0, 0.0)),
-        made(base, "A", 1, buyers=hard, buyer_rewards=(0.0, 0.0, 0.0)),
-    ]
-    assert side_buyer_reward(records[0]) == pytest.approx(0.2)
-    assert triples(comparisons(records, "buyer")) == [
-        ("buyer:scripted:hardliner", "buyer:scripted:time", 0.0),
-        ("buyer:scripted:hardliner", "buyer:scripted:time", 0.5),
-    ]
-
-
-def test_cross_comparisons_give_one_game_per_episode(base) -> None:
-    records = [made(base, "A", 0), made(base, "A", 1), made(base, "B", 0)]
-    comps = comparisons(records, "cross")
-    assert [(c.a, c.b) for c in comps] == [
-        ("seller:A", "buyer:scripted:time"),
-        ("seller:B", "buyer:scripted:time"),
-        ("seller:A", "buyer:scripted:time"),
-    ]
-
-
-def test_cross_score_is_the_sellers_share_of_the_realised_gains(base) -> None:
-    scenarios, _ = base
-    sc = scenarios[0]
-    cost, budget = sc.products[0].cost, sc.valuations[1][0]
-    price = round(cost + 0.25 * (budget - cost), 2)
-    deal = Deal(buyer=1, product=0, price=price, closed_by="seller", turn=2)
-    on_deal = made(base, "A", 0, outcome="deal", deals=(deal,), violation_by=None)
-    assert cross_score(on_deal) == pytest.approx((price - cost) / (budget - cost))
-    above = dataclasses.replace(deal, price=round(budget + 5.0, 2))
-    assert cross_score(made(base, "A", 0, outcome="deal", deals=(above,), violation_by=None)) == 1.0
-    assert cross_score(made(base, "A", 0, outcome="no_deal", deals=(), violation_by=None)) == 0.5
-    seller_breaks = made(base, "A", 0, outcome="violation", deals=(), violation_by="seller")
-    assert cross_score(seller_breaks) == 0.0
-    buyer_breaks = made(base, "A", 0, outcome="violation", deals=(), violation_by="buyer_2")
-    assert cross_score(buyer_breaks) == 1.0
-    assert cross_score(made(base, "A", 0, outcome="error", deals=())) is None
-
-
-def test_a_pool_episode_counts_for_every_entry_that_gives_its_lineup() -> None:
-    config = get_preset("in-distribution")
-    scenarios = make_scenarios(config, default_catalog(), 0, 64)
-    shared = next(sc for sc in scenarios if buyer_lineup(sc, (TIME, TFT)) == (TIME,) * 3)
-    mixed = next(sc for sc in scenarios if len(set(buyer_lineup(sc, (TIME, TFT)))) == 2)
-    [on_shared] = play_many(config, [shared], "scripted:prober", [TIME], keep_turns=False)
-    [on_mixed] = play_many(config, [mixed], "scripted:prober", [TIME, TFT], keep_turns=False)
-    assert buyer_entries_of(on_shared, ENTRIES) == [TIME, POOL]
-    assert buyer_entries_of(on_mixed, ENTRIES) == [POOL]
-    assert (
-        buyer_entries_of(on_mixed)
-        == [lineup_label(on_mixed.buyers)]
-        == [f"{TIME}|{TFT}" if TIME < TFT else f"{TFT}|{TIME}"]
-    )
-    with pytest.raises(ValueError, match="matches none of the buyer_entries"):
-        buyer_entries_of(on_mixed, [(TIME,)])
+    return hand_made_base()
 
 
 def test_a_lone_seller_is_listed_without_a_rating(base) -> None:
@@ -366,11 +275,11 @@ def test_stored_buyer_entries_reads_the_tournament_configs(tmp_path: Path) -> No
 
 
 def test_multi_product_seller_rows_carry_matching_quality_and_single_product_rows_do_not() -> None:
+    from agents.engine import play_scenarios
     from arena.catalog import default_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenarios
     from tournaments.leaderboard import leaderboard
-    from tournaments.match import play_many
 
     rows = {}
     for preset in ("multi-product", "in-distribution"):
@@ -379,7 +288,7 @@ def test_multi_product_seller_rows_carry_matching_quality_and_single_product_row
         records = [
             r
             for seller in ("scripted:greedy", "scripted:oracle")
-            for r in play_many(config, scenarios, seller, ["scripted:time"])
+            for r in play_scenarios(config, scenarios, seller, ["scripted:time"])
         ]
         rows[preset] = {row["agent"]: row for row in leaderboard(records, "seller")}
     assert rows["multi-product"]["scripted:oracle"]["matching_quality"] == 1.0

@@ -340,3 +340,45 @@ def test_elo_history_rows_follow_the_comparisons_and_end_at_the_final_ratings() 
 def test_invalid_config_names_the_field(field_name: str, value: float) -> None:
     with pytest.raises(ValueError, match=rf"RatingConfig\.{field_name} must be"):
         RatingConfig(**{field_name: value})
+
+
+# Anchored ratings -----------------------------------------------------------------------------
+
+
+def test_an_anchor_stays_at_the_initial_rating_when_a_new_player_joins() -> None:
+    rng = np.random.default_rng(3)
+    a, b, score = simulate(np.array([1000.0, 1100.0, 900.0]), 3000, rng)
+    config = RatingConfig(bootstrap_rounds=20, anchor="p0")
+    before = by_player(bradley_terry_ratings(a, b, score, config))
+    # A strong newcomer that only met p1: the mean-centred fit shifts everyone, the anchor stays.
+    newcomer = (["p3"] * 400, ["p1"] * 400, [1.0] * 300 + [0.0] * 100)
+    a2, b2, s2 = a + newcomer[0], b + newcomer[1], [*score, *newcomer[2]]
+    after = by_player(bradley_terry_ratings(a2, b2, s2, config))
+    assert before["p0"].rating == after["p0"].rating == 1000.0
+    assert before["p0"].ci_low == before["p0"].ci_high == 1000.0
+    assert after["p3"].rating > after["p1"].rating
+    centred = by_player(bradley_terry_ratings(a2, b2, s2, NO_BOOTSTRAP))
+    assert centred["p0"].rating != pytest.approx(1000.0, abs=1.0)
+    assert elo_ratings(a2, b2, s2, config)["p0"] == pytest.approx(1000.0)
+
+
+def test_rating_differences_do_not_depend_on_the_anchor() -> None:
+    rng = np.random.default_rng(4)
+    a, b, score = simulate(np.array([950.0, 1000.0, 1200.0, 1050.0]), 2000, rng)
+    boards = [
+        by_player(bradley_terry_ratings(a, b, score, RatingConfig(bootstrap_rounds=0, anchor=x)))
+        for x in ("", "p0", "p2")
+    ]
+    for board in boards[1:]:
+        for p, q in (("p0", "p1"), ("p2", "p3"), ("p1", "p3")):
+            assert board[p].rating - board[q].rating == pytest.approx(
+                boards[0][p].rating - boards[0][q].rating, abs=1e-9
+            )
+    assert boards[2]["p2"].rating == 1000.0
+    players, history = elo_history(a, b, score, RatingConfig(anchor="p2"), every=500)
+    assert np.allclose(history[:, players.index("p2")], 1000.0)
+
+
+def test_an_anchor_that_never_played_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="anchor 'p9' is not among the rated players"):
+        bradley_terry_ratings(["p0"], ["p1"], [1.0], RatingConfig(anchor="p9"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tournaments.config import TournamentConfig
-from tournaments.leaderboard import leaderboard, payoff_matrix, stored_buyer_entries
+from tournaments.leaderboard import leaderboard, payoff_matrix, stored_anchor, stored_buyer_entries
 from tournaments.ratings import RatingConfig
 from tournaments.report import PNG_SIGNATURE, write_report
 from tournaments.runner import run_tournament
@@ -93,7 +93,7 @@ def test_page_numbers_are_the_leaderboards_of_the_database(db: Path, report) -> 
     records = load_records(db)
     entries = stored_buyer_entries(db)
     expected = {
-        role: leaderboard(records, role, RatingConfig(), entries)
+        role: leaderboard(records, role, RatingConfig(), entries, stored_anchor(db, role))
         for role in page.data["leaderboard"]
     }
     assert set(expected) == {"seller", "buyer", "cross"}
@@ -102,6 +102,10 @@ def test_page_numbers_are_the_leaderboards_of_the_database(db: Path, report) -> 
     sellers = [row["agent"] for row in page.data["leaderboard"]["seller"]]
     assert sellers[0] == "scripted:prober"
     assert set(sellers) == {"scripted:satisficer", "scripted:prober", AMPERSAND_SELLER}
+    # Pinned at 1000: the first scripted seller the tournaments list, not the first by name.
+    assert stored_anchor(db, "seller") == "scripted:satisficer"
+    anchors = [r for r in page.data["leaderboard"]["seller"] if r["anchor"]]
+    assert [(r["agent"], r["rating"]) for r in anchors] == [(stored_anchor(db, "seller"), 1000.0)]
 
 
 def test_every_image_the_page_references_is_a_valid_png(report) -> None:

@@ -1,0 +1,82 @@
+"""Hand-built and scripted episode records shared by the metric tests."""
+
+from __future__ import annotations
+
+from agents.engine import play_scenarios
+from arena.catalog import Product, default_catalog
+from arena.config import get_preset
+from arena.records import Deal, EpisodeRecord, EpisodeResult
+from arena.rewards import seller_reward
+from arena.scenarios import Scenario, make_scenarios
+
+LIST, COST = 34.99, 18.75  # baby-products_17, paper Section 4.4
+
+
+def product(list_price: float = LIST, cost: float = COST, pid: str = "p0") -> Product:
+    return Product(pid, "baby", "Thing", "A thing", "nice", list_price, cost)
+
+
+def record(
+    budgets: tuple[float, ...] = (30.0, 38.37, 25.0),
+    *,
+    deal: tuple[int, float] | None = None,
+    outcome: str | None = None,
+    violation: str | None = None,
+    first_bids: tuple[float | None, ...] | None = None,
+    engaged: tuple[bool, ...] | None = None,
+    buyers: tuple[str, ...] | None = None,
+    resamples: tuple[int, ...] | None = None,
+) -> EpisodeRecord:
+    """A hand-built single-product episode; the seller reward follows equation (1)."""
+    n = len(budgets)
+    deals = (Deal(deal[0], 0, deal[1], "seller", 3),) if deal else ()
+    if outcome is None:
+        outcome = "violation" if violation else ("deal" if deal else "no_deal")
+    if outcome == "violation":
+        seller = -1.0
+    elif outcome == "error":
+        seller = 0.0
+    else:
+        seller = seller_reward([(0, deal[1])] if deal else [], [LIST], [COST], [1], n)
+    buyer_rewards = [0.0] * n
+    if deal and outcome == "deal":
+        buyer_rewards[deal[0]] = (LIST - deal[1]) / (LIST - COST)
+    scenario = Scenario(
+        seed=0,
+        index=0,
+        products=(product(),),
+        stock=(1,),
+        valuations=tuple((b,) for b in budgets),
+        tiers=None,
+        first_offers=(None,) * n,
+        opening_products=(0,) * n,
+        slot_draws=(0.0,) * n,
+        episode_seed=1,
+    )
+    result = EpisodeResult(
+        outcome=outcome,
+        termination={"deal": "deal", "no_deal": "turn_limit", "error": "error"}.get(
+            outcome, "seller_violation"
+        ),
+        violation=violation,
+        violation_reason=None,
+        violation_by="seller" if violation else None,
+        deals=deals,
+        seller_reward=seller,
+        buyer_rewards=tuple(buyer_rewards),
+        seller_turns=3,
+        messages_per_buyer=(1,) * n,
+        engaged=engaged if engaged is not None else (True,) * n,
+        first_bids=first_bids if first_bids is not None else (9.0,) * n,
+        buyer_resamples=resamples if resamples is not None else (0,) * n,
+        buyer_failures=(False,) * n,
+        statuses=("active",) * n,
+    )
+    lineup = buyers if buyers is not None else ("scripted:time",) * n
+    return EpisodeRecord.create("in-distribution", scenario, "scripted:prober", lineup, result)
+
+
+def scripted_records(preset: str, count: int, seed: int = 11) -> list[EpisodeRecord]:
+    config = get_preset(preset)
+    scenarios = make_scenarios(config, default_catalog(), seed, count)
+    return play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)
