@@ -7,11 +7,12 @@ bad spec is reported before anything heavy is loaded.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
+
+from arena.settings import from_mapping
 
 KINDS = ("scripted", "hf", "vllm", "openai")
 
@@ -60,29 +61,11 @@ def is_scripted(spec: str) -> bool:
 
 
 def build_config(cls: type, params: Mapping[str, str], spec: str) -> Any:
-    """Instantiate the frozen config dataclass ``cls`` from string parameters of ``spec``."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(params) - set(fields))
-    if unknown:
-        raise SpecError(
-            f"unknown parameter(s) {', '.join(unknown)} in {spec!r}; "
-            f"allowed: {', '.join(fields) or 'none'}"
-        )
-    values: dict[str, Any] = {}
-    for key, text in params.items():
-        default = fields[key].default
-        try:
-            if isinstance(default, bool):
-                values[key] = text.lower() in ("1", "true", "yes", "on")
-            elif isinstance(default, int):
-                values[key] = int(text)
-            elif isinstance(default, float):
-                values[key] = float(text)
-            else:
-                values[key] = text
-        except ValueError:
-            raise SpecError(f"parameter {key}={text!r} in {spec!r} is not a number") from None
+    """Instantiate the frozen config dataclass ``cls`` from the string parameters of ``spec``
+    (the project's one settings dialect, :mod:`arena.settings`)."""
     try:
-        return cls(**values)
+        return from_mapping(cls, params, repr(spec))
     except ValueError as exc:
-        raise SpecError(f"{spec!r}: {exc}") from None
+        message = str(exc)
+        located = message if message.startswith(repr(spec)) else f"{spec!r}: {message}"
+        raise SpecError(located) from None

@@ -42,8 +42,10 @@ from typing import Any
 
 from agents import check_spec
 from arena.catalog import SPLITS
-from arena.config import MarketConfig, get_preset
-from leagues.sampling import STRATEGIES
+from arena.config import MarketConfig
+from arena.settings import from_mapping
+from leagues.sampling import META_SOLVERS
+from tournaments.config import market_config, read_toml_table
 
 SIDES = ("seller", "buyer", "both", "self-play")
 LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
@@ -252,9 +254,10 @@ class LearnerConfig:
             raise ValueError(f"{where}.model must name a model folder (or 'tiny')")
         if self.side not in SIDES:
             raise ValueError(f"{where}.side must be one of {', '.join(SIDES)}, got {self.side!r}")
-        if self.opponents not in STRATEGIES:
+        if self.opponents not in META_SOLVERS:
             raise ValueError(
-                f"{where}.opponents must be one of {', '.join(STRATEGIES)}, got {self.opponents!r}"
+                f"{where}.opponents must be one of {', '.join(META_SOLVERS)}, "
+                f"got {self.opponents!r}"
             )
         for name in (
             "steps_per_generation",
@@ -342,8 +345,8 @@ class LeagueConfig:
                 raise ValueError(f"league.{role}s must list at least one agent spec")
             if len(set(specs)) != len(specs):
                 raise ValueError(f"league.{role}s lists a spec twice")
-            for spec in specs:
-                check_spec(spec, role, f"league.{role}s")
+            for i, spec in enumerate(specs):
+                check_spec(spec, role, f"league.{role}s[{i}]")
         for name in ("generations", "bootstrap_rounds", "cpu_threads"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -360,12 +363,16 @@ class LeagueConfig:
         try:
             market = self.market_config()
         except ValueError as exc:
-            raise ValueError(f"league.preset / league.market: {exc}") from None
+            message = str(exc)
+            if not message.startswith("league.market"):
+                message = f"league.preset / league.market: {message}"
+            raise ValueError(message) from None
         if self.learner.side in ("buyer", "both", "self-play") and market.num_buyers < 1:
             raise ValueError("a buyer learner needs a market with at least one buyer")
 
     def market_config(self) -> MarketConfig:
-        return get_preset(self.preset, dict(self.market))
+        """The preset with the ``[league.market]`` overrides applied."""
+        return market_config(self.preset, self.market, "league.market")
 
     @property
     def evaluation_seed(self) -> int:
@@ -386,66 +393,37 @@ class LeagueConfig:
 
     @staticmethod
     def from_dict(data: Mapping[str, Any], base: Path | None = None) -> LeagueConfig:
-        """Build from the ``[league]`` table; unknown keys anywhere are an error naming them.
-        Relative ``catalog`` and ``folder`` paths are read from ``base`` (the TOML's folder)."""
-        values = _known(data, LeagueConfig, "[league]")
-        for key in ("name", "sellers", "buyers", "learner"):
-            if key not in values:
-                raise ValueError(f"[league] needs {key}")
-        for key in ("sellers", "buyers"):
-            if not isinstance(values[key], list) or not all(
-                isinstance(s, str) for s in values[key]
-            ):
-                raise ValueError(f"league.{key} must be a list of agent spec strings")
-            values[key] = tuple(values[key])
-        if not isinstance(values.get("market", {}), Mapping):
-            raise ValueError("league.market must be a table of market fields")
-        learner = values["learner"]
-        if not isinstance(learner, Mapping):
-            raise ValueError("league.learner must be a table ([league.learner])")
-        learner_values = _known(learner, LearnerConfig, "[league.learner]")
-        train = learner_values.get("train", {})
-        if not isinstance(train, Mapping):
-            raise ValueError("league.learner.train must be a table ([league.learner.train])")
-        learner_values["train"] = TrainConfig(
-            **_known(train, TrainConfig, "[league.learner.train]")
-        )
-        if "model" not in learner_values:
-            raise ValueError("[league.learner] needs model (a model folder, or 'tiny')")
-        model = learner_values["model"]
-        if isinstance(model, str) and model != TINY and base is not None:
-            local = base / model
-            if not Path(model).is_absolute() and (local / "config.json").is_file():
-                learner_values["model"] = str(local)
-        values["learner"] = LearnerConfig(**learner_values)
-        for key in ("catalog", "folder"):
-            path = values.get(key)
-            if path and base is not None and not Path(path).is_absolute():
-                values[key] = str(base / path)
-        return LeagueConfig(**values)
+        """Build from the ``[league]`` table (the settings dialect: unknown keys anywhere and bad
+        values are errors naming them). Relative ``catalog`` and ``folder`` paths are read from
+        ``base`` (the TOML's folder); so is ``learner.model`` when a model folder is there."""
+        values = dict(data)
+        if base is not None:
+            for key in ("catalog", "folder"):
+                path = values.get(key)
+                if isinstance(path, str) and path and not Path(path).is_absolute():
+                    values[key] = str(base / path)
+            learner = values.get("learner")
+            model = learner.get("model") if isinstance(learner, Mapping) else None
+            if _local_model(base, model):
+                values["learner"] = {**learner, "model": str(base / model)}  # type: ignore[dict-item]
+        return from_mapping(LeagueConfig, values, "league")
 
     @staticmethod
     def from_toml(path: str | Path) -> LeagueConfig:
         """Read ``[league]`` from a TOML file."""
-        from tournaments.config import read_toml_table
-
         file = Path(path)
         values = read_toml_table(file, "league")
         try:
             return LeagueConfig.from_dict(values, base=file.parent.resolve())
-        except (ValueError, TypeError) as exc:
+        except ValueError as exc:
             raise ValueError(f"{file}: {exc}") from None
 
 
-def _known(data: Mapping[str, Any], cls: type, table: str) -> dict[str, Any]:
-    """``data`` as a dict after checking every key is a field of ``cls``."""
-    fields = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) in {table}: {', '.join(unknown)}; known: {', '.join(fields)}"
-        )
-    return dict(data)
+def _local_model(base: Path, model: Any) -> bool:
+    """``model`` names a model folder next to the TOML file (not "tiny", not absolute)."""
+    if not isinstance(model, str) or model == TINY or Path(model).is_absolute():
+        return False
+    return (base / model / "config.json").is_file()
 
 
 def _positive_int(where: str, name: str, value: Any) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 from agents import check_spec
 from arena.catalog import SPLITS
 from arena.config import MarketConfig, get_preset
+from arena.settings import convert_fields, from_mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,6 +44,12 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli back-port
 
 def _help(text: str) -> dict[str, str]:
     return {"help": text}
+
+
+def market_config(preset: str, overrides: Mapping[str, Any], where: str) -> MarketConfig:
+    """The preset with ``overrides`` applied: text (``--set``) or TOML values, read by the
+    settings dialect (:mod:`arena.settings`) and checked by ``MarketConfig``."""
+    return get_preset(preset, convert_fields(MarketConfig, overrides, where))
 
 
 @dataclass(frozen=True)
@@ -75,13 +82,13 @@ class TournamentConfig:
             raise ValueError("tournament.sellers must list at least one seller spec")
         if not self.buyers:
             raise ValueError("tournament.buyers must list at least one buyer entry")
-        for spec in self.sellers:
-            check_spec(spec, "seller", "tournament.sellers")
-        for entry in self.buyers:
+        for i, spec in enumerate(self.sellers):
+            check_spec(spec, "seller", f"tournament.sellers[{i}]")
+        for i, entry in enumerate(self.buyers):
             if not entry:
                 raise ValueError("tournament.buyers has an empty pool; list at least one spec")
-            for spec in entry:
-                check_spec(spec, "buyer", "tournament.buyers")
+            for j, spec in enumerate(entry):
+                check_spec(spec, "buyer", f"tournament.buyers[{i}][{j}]")
         for name, items in (("sellers", self.sellers), ("buyers", self.buyer_labels)):
             repeated = sorted({x for x in items if items.count(x) > 1})
             if repeated:
@@ -103,7 +110,10 @@ class TournamentConfig:
         try:
             self.market_config()
         except ValueError as exc:
-            raise ValueError(f"tournament.preset / tournament.market: {exc}") from None
+            message = str(exc)
+            if not message.startswith("tournament.market"):
+                message = f"tournament.preset / tournament.market: {message}"
+            raise ValueError(message) from None
 
     @property
     def buyer_labels(self) -> list[str]:
@@ -112,7 +122,7 @@ class TournamentConfig:
 
     def market_config(self) -> MarketConfig:
         """The preset with the ``market`` overrides applied."""
-        return get_preset(self.preset, dict(self.market))
+        return market_config(self.preset, self.market, "tournament.market")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as stored with the tournament."""
@@ -122,29 +132,16 @@ class TournamentConfig:
 
     @staticmethod
     def from_dict(data: Mapping[str, Any], base: Path | None = None) -> TournamentConfig:
-        """Build from the ``[tournament]`` table; unknown keys are an error naming them.
-        A relative ``catalog`` path is read from ``base`` (the TOML file's folder)."""
-        fields = [f.name for f in dataclasses.fields(TournamentConfig)]
-        unknown = sorted(set(data) - set(fields))
-        if unknown:
-            raise ValueError(
-                f"unknown key(s) in [tournament]: {', '.join(unknown)}; known: {', '.join(fields)}"
-            )
-        missing = [k for k in ("name", "sellers", "buyers") if k not in data]
-        if missing:
-            raise ValueError(f"[tournament] needs {', '.join(missing)}")
+        """Build from the ``[tournament]`` table (the settings dialect: unknown keys and bad
+        values are errors naming them). A buyer entry given as one spec is a pool of one; a
+        relative ``catalog`` path is read from ``base`` (the TOML file's folder)."""
         values = dict(data)
-        values["sellers"] = tuple(_spec_list("sellers", data["sellers"]))
-        values["buyers"] = tuple(_buyer_entry(e) for e in _as_list("buyers", data["buyers"]))
-        if "market" in values and not isinstance(values["market"], Mapping):
-            raise ValueError("tournament.market must be a table of market fields")
+        if isinstance(values.get("buyers"), list):
+            values["buyers"] = [[e] if isinstance(e, str) else e for e in values["buyers"]]
         catalog = values.get("catalog")
-        if catalog is not None:
-            if not isinstance(catalog, str):
-                raise ValueError("tournament.catalog must be a path string")
-            if base is not None and not Path(catalog).is_absolute():
-                values["catalog"] = str(base / catalog)
-        return TournamentConfig(**values)
+        if isinstance(catalog, str) and base is not None and not Path(catalog).is_absolute():
+            values["catalog"] = str(base / catalog)
+        return from_mapping(TournamentConfig, values, "tournament")
 
     @staticmethod
     def from_toml(path: str | Path) -> TournamentConfig:
@@ -176,23 +173,3 @@ def read_toml_table(path: str | Path, table: str) -> dict[str, Any]:
 def pool_label(pool: tuple[str, ...] | list[str]) -> str:
     """The single name of a buyer entry: its specs joined with "|"."""
     return "|".join(pool)
-
-
-def _as_list(name: str, value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise ValueError(f"tournament.{name} must be a list, got {value!r}")
-    return value
-
-
-def _spec_list(name: str, value: Any) -> list[str]:
-    items = _as_list(name, value)
-    for item in items:
-        if not isinstance(item, str):
-            raise ValueError(f"tournament.{name} must list spec strings, got {item!r}")
-    return items
-
-
-def _buyer_entry(entry: Any) -> tuple[str, ...]:
-    if isinstance(entry, str):
-        return (entry,)
-    return tuple(_spec_list("buyers (pool)", entry))

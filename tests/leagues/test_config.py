@@ -63,13 +63,15 @@ def test_train_defaults_follow_table_5():
 @pytest.mark.parametrize(
     ("table", "line", "message"),
     [
-        ("[league]", "colour = 1", r"unknown key\(s\) in \[league\]: colour"),
-        ("[league.learner]", "speed = 2", r"unknown key\(s\) in \[league.learner\]: speed"),
-        ("[league.learner.train]", "lr = 0.1", r"unknown key\(s\) in \[league.learner.train\]: lr"),
+        ("[league]", "colour = 1", r"league: unknown key 'colour'; known keys: name"),
+        ("[league.learner]", "speed = 2", r"league\.learner: unknown key 'speed'"),
+        ("[league.learner.train]", "lr = 0.1", r"league\.learner\.train: unknown key 'lr'"),
+        ("[league.learner.train]", "use_vllm = 'tru'", r"train\.use_vllm: expected true or false"),
+        ("[league.market]", "stock = 'x'", r"league\.market\.stock: expected an integer, got 'x'"),
     ],
 )
 def test_unknown_keys_are_errors_that_name_them(tmp_path, table, line, message):
-    text = ISSUE_CONFIG + "\n[league.learner.train]\n" if table.endswith("train]") else ISSUE_CONFIG
+    text = ISSUE_CONFIG + "\n[league.learner.train]\n[league.market]\n"
     text = text.replace(f"{table}\n", f"{table}\n{line}\n", 1)
     with pytest.raises(ValueError, match=message):
         LeagueConfig.from_toml(write(tmp_path, text))
@@ -90,7 +92,7 @@ def test_bad_values_name_the_field_and_the_fix():
 
 def test_a_bad_agent_spec_in_a_population_names_the_list(tmp_path):
     text = ISSUE_CONFIG.replace('"scripted:prober"', '"scripted:nobody"')
-    with pytest.raises(ValueError, match=r"league\.sellers.*nobody"):
+    with pytest.raises(ValueError, match=r"league\.sellers\[1\]: .*nobody"):
         LeagueConfig.from_toml(write(tmp_path, text))
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tournaments.config import TournamentConfig
 from tournaments.runner import run_tournament
-from tournaments.store import Store, episode_key, load_records
+from tournaments.store import Store, load_records
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO_ROOT / "examples" / "scripted-demo.toml"
@@ -30,8 +30,7 @@ SMALL = TournamentConfig(
 def contents(db: Path) -> list[tuple[str, str]]:
     """Every stored episode as (key, record JSON), sorted: what two runs must agree on."""
     return sorted(
-        (json.dumps(episode_key(r)), json.dumps(r.to_dict(), sort_keys=True))
-        for r in load_records(db)
+        (json.dumps(r.key), json.dumps(r.to_dict(), sort_keys=True)) for r in load_records(db)
     )
 
 
@@ -64,17 +63,19 @@ def test_every_pairing_plays_the_same_scenarios_and_the_summary_matches_the_stor
     }
     assert all(indices == list(range(12)) for indices in by_seller.values())
     # A pool lineup that happens to be all scripted:time is the fixed entry's episode: stored once.
-    assert len(records) == len({episode_key(r) for r in records}) <= 3 * 2 * 12
+    assert len(records) == len({r.key for r in records}) <= 3 * 2 * 12
 
 
 def test_a_resumed_run_plays_only_the_missing_episodes(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     first = run_tournament(SMALL, db, workers=1, progress=False)
     full = contents(db)
-    with Store.open(db) as store, store._transaction():
+    with Store.open(db) as store, store.transaction():
         prober = "SELECT id FROM episodes WHERE seller = 'scripted:prober'"
         store.db.execute(f"DELETE FROM turns WHERE episode_id IN ({prober})")
         removed = store.db.execute(f"DELETE FROM episodes WHERE id IN ({prober})").rowcount
+    with Store.open(db) as store:
+        store.rebuild_payoffs()
     assert 0 < removed < first.played
 
     again = run_tournament(SMALL, db, workers=1, progress=False)
@@ -82,6 +83,9 @@ def test_a_resumed_run_plays_only_the_missing_episodes(tmp_path: Path) -> None:
     assert (again.played, again.skipped) == (removed, first.played - removed)
     assert again.pairings == first.pairings
     assert contents(db) == full
+    with Store.open(db) as store, Store.open(tmp_path / "fresh.db") as fresh:
+        run_tournament(SMALL, fresh, workers=1, progress=False)
+        assert store.payoffs([1]) == pytest.approx(fresh.payoffs([1]))
     third = run_tournament(SMALL, db, workers=1, progress=False)
     assert (third.played, third.skipped) == (0, first.played)
 
@@ -122,6 +126,23 @@ def test_the_same_name_with_another_config_is_refused(tmp_path: Path) -> None:
         run_tournament(other, tmp_path / "r.db", progress=False)
 
 
+def test_a_setting_added_since_a_tournament_was_stored_does_not_block_resuming(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "r.db"
+    first = run_tournament(SMALL, db, workers=1, progress=False)
+    with Store.open(db) as store, store.transaction():
+        stored = json.loads(store.db.execute("SELECT config FROM tournaments").fetchone()[0])
+        del stored["keep_turns"]  # as if the field had been added to the code since
+        store.db.execute("UPDATE tournaments SET config = ?", [json.dumps(stored)])
+    again = run_tournament(SMALL, db, workers=1, progress=False)
+    assert (again.played, again.skipped) == (0, first.played)
+    lean = TournamentConfig(name="small", sellers=SMALL.sellers, buyers=SMALL.buyers,
+                            episodes=12, keep_turns=False)  # fmt: skip
+    with pytest.raises(ValueError, match=r"differs in: keep_turns"):
+        run_tournament(lean, db, progress=False)
+
+
 def test_the_summary_prints_as_a_table_with_one_row_per_pairing(tmp_path: Path) -> None:
     from rich.console import Console
 
@@ -156,14 +177,17 @@ def test_config_market_table_overrides_the_preset(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ('rounds = 3\nwinner = "x"', "unknown key(s) in [tournament]: rounds, winner"),
+        ('rounds = 3\nwinner = "x"', "tournament: unknown keys 'rounds', 'winner'; known keys:"),
         ("episodes = 0", "tournament.episodes must be >= 1"),
         ('sellers = ["scripted:nobody"]', "unknown scripted seller 'nobody'"),
-        ('buyers = [["scripted:time", 3]]', "must list spec strings"),
+        ('buyers = [["scripted:time", 3]]', "tournament.buyers[0][1]: expected a string, got 3"),
+        ('sellers = ["scripted:prober?foo=1"]', "tournament.sellers[0]: 'scripted:prober?foo=1'"),
+        ("keep_turns = 'tru'", "tournament.keep_turns: expected true or false, got 'tru'"),
         ('buyers = ["scripted:time", "scripted:time"]', "lists scripted:time twice"),
         ('preset = "mars"', "unknown preset 'mars'"),
         ("market = { total_turns = 20 }", "total_turns=20 must be <"),
-        ("market = { turns = 20 }", "unknown market field(s) turns"),
+        ("market = { turns = 20 }", "tournament.market: unknown key 'turns'"),
+        ("market = { stock = 'two' }", "tournament.market.stock: expected an integer, got 'two'"),
         ('split = "dev"', "tournament.split must be one of"),
     ],
 )
@@ -212,7 +236,9 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path: Path
     command = [
         sys.executable,
         "-m",
-        "tournaments.runner",
+        "arena_cli",
+        "tournament",
+        "run",
         str(config_path),
         "--db",
         str(db),
