@@ -1,8 +1,12 @@
-"""Opponent sampling for leagues: pure numpy functions from league statistics to a mixture.
+"""Opponent sampling for leagues: meta-solvers, pure numpy functions from the meta-game to a
+mixture over the opponents.
 
 A league trains one learner at a time against opponents drawn from the other side's population
-(for a seller learner: the buyers; for a buyer learner: the sellers). Each strategy turns what the
-league knows into a probability vector over that population, in population order:
+(for a seller learner: the buyers; for a buyer learner: the sellers). What the league knows of
+the meta-game (:class:`MetaGame`, built from the stored payoff table by :mod:`leagues.metagame`)
+goes to a meta-solver, which returns a probability vector over that population, in population
+order. :data:`META_SOLVERS` is the registry, a plain dict from name to solver as in OpenSpiel's
+PSRO (``[league.learner] opponents`` names one):
 
 * ``uniform``: every opponent equally often (fictitious self-play over the population).
 * ``latest``: only the newest member (the last one in population order), as in naive self-play.
@@ -25,12 +29,10 @@ The opponents' own rewards do not enter; ``docs/training.md`` discusses the choi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
-
-STRATEGIES = ("uniform", "latest", "pfsp", "nash")
-"""Opponent sampling strategies a league accepts (``[league.learner] opponents``)."""
 
 UNKNOWN_WIN_RATE = 0.5
 """Win rate assumed against an opponent the learner has never met (PFSP)."""
@@ -119,27 +121,71 @@ def nash_weights(learner_payoffs: np.ndarray, iterations: int = 2000) -> np.ndar
     return cols
 
 
+@dataclass(frozen=True)
+class MetaGame:
+    """The empirical meta-game a solver reads, over ``n`` opponents in population order."""
+
+    win_rates: np.ndarray
+    """The learner's win rate against each opponent in [0, 1]; NaN: never met (PFSP)."""
+    learner_payoffs: np.ndarray
+    """Mean reward of each learner-side agent (rows) against each opponent (columns); only the
+    agents that met every opponent have a row (the Nash solver needs every cell)."""
+
+    @property
+    def n(self) -> int:
+        return len(self.win_rates)
+
+
+def uniform_solver(game: MetaGame) -> np.ndarray:
+    return uniform_weights(game.n)
+
+
+def latest_solver(game: MetaGame) -> np.ndarray:
+    return latest_weights(game.n)
+
+
+def pfsp_solver(game: MetaGame) -> np.ndarray:
+    return pfsp_weights(game.win_rates)
+
+
+def nash_solver(game: MetaGame) -> np.ndarray:
+    """Nash over the learner-side payoffs; uniform while no learner-side agent met everyone."""
+    if game.learner_payoffs.shape[0] == 0:
+        return uniform_weights(game.n)
+    return nash_weights(game.learner_payoffs)
+
+
+META_SOLVERS: dict[str, Callable[[MetaGame], np.ndarray]] = {
+    "uniform": uniform_solver,
+    "latest": latest_solver,
+    "pfsp": pfsp_solver,
+    "nash": nash_solver,
+}
+"""Meta-solvers by name: the mixture to draw training opponents from, given the meta-game."""
+
+STRATEGIES = tuple(META_SOLVERS)
+"""Opponent sampling strategies a league accepts (``[league.learner] opponents``)."""
+
+
 def opponent_weights(
     strategy: str,
     n: int,
     win_rates: Sequence[float] | None = None,
     learner_payoffs: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The mixture over ``n`` opponents for ``strategy``; pfsp needs ``win_rates`` (length n),
-    nash needs ``learner_payoffs`` (k x n)."""
-    if strategy == "uniform":
-        return uniform_weights(n)
-    if strategy == "latest":
-        return latest_weights(n)
-    if strategy == "pfsp":
-        if win_rates is None or len(win_rates) != n:
-            raise ValueError(f"pfsp needs one win rate per opponent ({n}), got {win_rates!r}")
-        return pfsp_weights(win_rates)
-    if strategy == "nash":
-        if learner_payoffs is None or np.shape(learner_payoffs)[-1] != n:
-            raise ValueError(f"nash needs a payoff matrix with {n} opponent columns")
-        return nash_weights(learner_payoffs)
-    raise ValueError(f"unknown opponent strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+    """The mixture over ``n`` opponents for ``strategy``: pfsp needs ``win_rates`` (length n),
+    nash needs ``learner_payoffs`` (k x n); missing statistics are unknown (NaN, no rows)."""
+    if strategy not in META_SOLVERS:
+        raise ValueError(
+            f"unknown opponent strategy {strategy!r}; use one of {', '.join(STRATEGIES)}"
+        )
+    if strategy == "pfsp" and (win_rates is None or len(win_rates) != n):
+        raise ValueError(f"pfsp needs one win rate per opponent ({n}), got {win_rates!r}")
+    if strategy == "nash" and (learner_payoffs is None or np.shape(learner_payoffs)[-1] != n):
+        raise ValueError(f"nash needs a payoff matrix with {n} opponent columns")
+    rates = np.full(n, np.nan) if win_rates is None else np.asarray(win_rates, dtype=float)
+    payoffs = np.zeros((0, n)) if learner_payoffs is None else np.asarray(learner_payoffs)
+    return META_SOLVERS[strategy](MetaGame(rates, payoffs))
 
 
 def sample_indices(rng: np.random.Generator, weights: np.ndarray, count: int) -> np.ndarray:

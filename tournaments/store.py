@@ -1,18 +1,13 @@
 """The durable results store: one SQLite file per project or league, written through sqlite-utils.
 
 Everything a metric or a rating needs is in the file, so a leaderboard can be rebuilt from the
-database alone (:func:`load_records`). Tables:
+database alone (:func:`load_records`); the tables and their migrations are in
+:mod:`tournaments.schema`.
 
-* ``meta``: ``schema_version`` (see ``MIGRATIONS``);
-* ``agents``: every spec that played, by role, with nullable lineage fields for checkpoints;
-* ``tournaments``: name, the config as JSON, creation time;
-* ``episodes``: one row per episode; the columns an analyst filters on (outcome, rewards, prices,
-  budgets, specs, ...) plus ``record``, the full :class:`EpisodeRecord` JSON *without* its turns;
-* ``turns``: one row per message (valid or not) of an episode; ``load_records`` puts them back.
-
-An episode is identified by (tournament, environment version, seller, buyer specs per slot,
-scenario seed, scenario index): a UNIQUE index, so a resumed run cannot store one twice. An
-episode row and its turns are written in the same transaction, and a batch of episodes is one
+An episode is identified within its tournament by its :class:`arena.records.EpisodeKey`
+(environment version, preset, seller, buyer specs per slot, scenario seed, scenario index): a
+UNIQUE index, so a resumed run cannot store one twice. An episode row, its turns and its share of
+the ``payoffs`` sums are written in the same transaction, and a batch of episodes is one
 transaction, so a process killed at any moment leaves whole episodes only. The journal is WAL
 with ``synchronous=NORMAL``: a crash of the writing process never loses a committed batch (a
 power loss may lose the last few, never corrupt the file).
@@ -25,144 +20,38 @@ import dataclasses
 import json
 import operator
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import sqlite_utils
 
-from arena.records import EpisodeRecord, TurnRecord
-
-EpisodeKey = tuple[str, str, tuple[str, ...], int, int]
-"""(env_version, seller spec, buyer spec per slot, scenario seed, scenario index); with the
-tournament this identifies an episode."""
-
-AGENT_ROLES = ("seller", "buyer")
-LINEAGE_FIELDS = ("parent", "generation", "step", "config_hash", "path")
-
-
-def _v1_initial(db: sqlite_utils.Database) -> None:
-    """Version 1: meta, agents (spec, role, label), tournaments, episodes and turns."""
-    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute(
-        """CREATE TABLE agents (
-            id INTEGER PRIMARY KEY,
-            spec TEXT NOT NULL,
-            role TEXT NOT NULL,
-            label TEXT NOT NULL,
-            created TEXT NOT NULL,
-            UNIQUE (spec, role)
-        )"""
-    )
-    db.execute(
-        """CREATE TABLE tournaments (
-            id INTEGER PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            config TEXT NOT NULL,
-            created TEXT NOT NULL
-        )"""
-    )
-    db.execute(
-        """CREATE TABLE episodes (
-            id INTEGER PRIMARY KEY,
-            tournament_id INTEGER NOT NULL REFERENCES tournaments(id),
-            env_version TEXT NOT NULL,
-            preset TEXT NOT NULL,
-            scenario_seed INTEGER NOT NULL,
-            scenario_index INTEGER NOT NULL,
-            episode_seed INTEGER NOT NULL,
-            seller TEXT NOT NULL,
-            buyers TEXT NOT NULL,          -- JSON list: the buyer spec of every slot
-            product_ids TEXT NOT NULL,     -- JSON list
-            cost REAL NOT NULL,            -- product 0 (the single-product view)
-            list_price REAL NOT NULL,      -- product 0
-            budgets TEXT NOT NULL,         -- JSON list: each buyer's budget for product 0
-            outcome TEXT NOT NULL,
-            termination TEXT NOT NULL,
-            deal_price REAL,               -- first deal, NULL without one
-            deal_buyer INTEGER,            -- 0-based slot of the first deal's buyer
-            deal_product INTEGER,
-            seller_reward REAL NOT NULL,
-            buyer_rewards TEXT NOT NULL,   -- JSON list
-            violation TEXT,
-            violation_by TEXT,
-            engaged_count INTEGER NOT NULL,
-            first_bids TEXT NOT NULL,      -- JSON list
-            seller_turns INTEGER NOT NULL,
-            num_turns INTEGER NOT NULL,    -- rows this episode has in `turns`
-            record TEXT NOT NULL           -- EpisodeRecord JSON without result.turns
-        )"""
-    )
-    db.execute(
-        "CREATE UNIQUE INDEX episodes_key ON episodes "
-        "(tournament_id, env_version, seller, buyers, scenario_seed, scenario_index)"
-    )
-    db.execute(
-        """CREATE TABLE turns (
-            episode_id INTEGER NOT NULL REFERENCES episodes(id),
-            idx INTEGER NOT NULL,
-            agent TEXT NOT NULL,
-            to_agent TEXT NOT NULL,
-            text TEXT NOT NULL,
-            kind TEXT,
-            price REAL,
-            product INTEGER,
-            valid INTEGER NOT NULL,
-            reason TEXT,
-            tokens_in INTEGER NOT NULL,
-            tokens_out INTEGER NOT NULL,
-            PRIMARY KEY (episode_id, idx)
-        ) WITHOUT ROWID"""
-    )
-
-
-def _v2_agent_lineage(db: sqlite_utils.Database) -> None:
-    """Version 2: lineage of trained checkpoints on agents (all nullable)."""
-    db.execute("ALTER TABLE agents ADD COLUMN parent INTEGER REFERENCES agents(id)")
-    db.execute("ALTER TABLE agents ADD COLUMN generation INTEGER")
-    db.execute("ALTER TABLE agents ADD COLUMN step INTEGER")
-    db.execute("ALTER TABLE agents ADD COLUMN config_hash TEXT")
-    db.execute("ALTER TABLE agents ADD COLUMN path TEXT")
-
-
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_initial, _v2_agent_lineage]
-"""Migration ``i`` takes a database at schema version ``i`` to ``i + 1``. Append, never edit."""
-
-SCHEMA_VERSION = len(MIGRATIONS)
-
-EPISODE_COLUMNS = (
-    "env_version",
-    "preset",
-    "scenario_seed",
-    "scenario_index",
-    "episode_seed",
-    "seller",
-    "buyers",
-    "product_ids",
-    "cost",
-    "list_price",
-    "budgets",
-    "outcome",
-    "termination",
-    "deal_price",
-    "deal_buyer",
-    "deal_product",
-    "seller_reward",
-    "buyer_rewards",
-    "violation",
-    "violation_by",
-    "engaged_count",
-    "first_bids",
-    "seller_turns",
-    "num_turns",
-    "record",
+from arena.records import EpisodeKey, EpisodeRecord
+from arena.settings import changes
+from tournaments.schema import (
+    AGENT_ROLES,
+    EPISODE_COLUMNS,
+    LINEAGE_FIELDS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TURN_COLUMNS,
+    TURN_FIELDS,
+    fill_payoffs,
+    payoff,
 )
-TURN_FIELDS = tuple(f.name for f in dataclasses.fields(TurnRecord))
-TURN_COLUMNS = tuple({"index": "idx", "to": "to_agent"}.get(f, f) for f in TURN_FIELDS)
-"""The ``turns`` column of each :class:`TurnRecord` field (two renamed: SQL keywords)."""
+
 _turn_values = operator.attrgetter(*TURN_FIELDS)
 """A TurnRecord's values in ``TURN_COLUMNS`` order (SQLite stores the bool as 0/1)."""
+
+
+class Payoff(NamedTuple):
+    """A lineup's stored sums over its counted episodes (see :mod:`tournaments.schema`)."""
+
+    episodes: int
+    seller_reward: float
+    buyer_reward: float
+    seller_score: float
 
 
 class EncodedEpisode(NamedTuple):
@@ -174,6 +63,8 @@ class EncodedEpisode(NamedTuple):
     """Values of ``EPISODE_COLUMNS``, in that order."""
     turns: list[tuple[Any, ...]]
     """Values of ``TURN_COLUMNS``, one tuple per message."""
+    payoff: tuple[float, float, float] | None
+    """What the episode adds to its lineup's ``payoffs`` sums (None for an error episode)."""
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -186,12 +77,6 @@ def _fields(value: Any) -> dict[str, Any]:
 
 _json = json.JSONEncoder(separators=(",", ":"), default=_fields).encode
 """Compact JSON of plain values, tuples and dataclasses (one encoder, built once)."""
-
-
-def episode_key(record: EpisodeRecord) -> EpisodeKey:
-    """The identity of ``record`` within its tournament."""
-    sc = record.scenario
-    return (record.env_version, record.seller, tuple(record.buyers), sc.seed, sc.index)
 
 
 def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
@@ -230,7 +115,30 @@ def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
     }
     row = tuple(values[c] for c in EPISODE_COLUMNS)
     turns = [_turn_values(t) for t in res.turns]
-    return EncodedEpisode(episode_key(record), row, turns)
+    counted = res.outcome != "error"
+    return EncodedEpisode(record.key, row, turns, payoff(record) if counted else None)
+
+
+ADD_PAYOFF = (
+    "INSERT INTO payoffs (tournament_id, seller, buyers, episodes, seller_reward, buyer_reward, "
+    "seller_score) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tournament_id, seller, buyers) DO "
+    "UPDATE SET episodes = episodes + excluded.episodes, "
+    "seller_reward = seller_reward + excluded.seller_reward, "
+    "buyer_reward = buyer_reward + excluded.buyer_reward, "
+    "seller_score = seller_score + excluded.seller_score"
+)
+_SELLER, _BUYERS = EPISODE_COLUMNS.index("seller"), EPISODE_COLUMNS.index("buyers")
+
+
+def _payoff_rows(tournament_id: int, encoded: Iterable[EncodedEpisode]) -> list[tuple[Any, ...]]:
+    """One ``payoffs`` increment per lineup of a batch: counts and sums of its episodes."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for e in encoded:
+        if e.payoff is not None:
+            cell = sums.setdefault((e.row[_SELLER], e.row[_BUYERS]), [0, 0.0, 0.0, 0.0])
+            for i, value in enumerate((1, *e.payoff)):
+                cell[i] += value
+    return [(tournament_id, *key, *cell) for key, cell in sums.items()]
 
 
 def _now() -> str:
@@ -273,9 +181,10 @@ class Store:
         self.close()
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """One write transaction; ``IMMEDIATE`` takes the write lock first, so two writers queue
-        instead of failing when both try to upgrade a read lock."""
+    def transaction(self) -> Iterator[None]:
+        """One write transaction (the league tables are written in them too). ``IMMEDIATE``
+        takes the write lock first, so two writers queue instead of failing when both try to
+        upgrade a read lock."""
         self.db.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -293,7 +202,7 @@ class Store:
     def _migrate(self) -> None:
         """Apply the missing migrations, each with its version bump in one transaction."""
         while True:
-            with self._transaction():
+            with self.transaction():
                 version = self.schema_version()
                 if version > SCHEMA_VERSION:
                     raise ValueError(
@@ -308,13 +217,17 @@ class Store:
                     [str(version + 1)],
                 )
 
-    def tournament_id(self, name: str, config: Mapping[str, Any]) -> int:
+    def tournament_id(
+        self, name: str, config: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+    ) -> int:
         """The id of tournament ``name``, created with ``config`` if new. A stored tournament
-        whose config differs is refused: its episodes were played under other settings."""
+        whose config differs is refused: its episodes were played under other settings. Given
+        the config class's ``defaults`` (:func:`arena.settings.defaults`), a setting the stored
+        config lacks counts as unchanged while it keeps its default."""
         if not name:
             raise ValueError("tournament name must be a non-empty string")
         wanted = _normalized(config)
-        with self._transaction():
+        with self.transaction():
             row = self.db.execute(
                 "SELECT id, config FROM tournaments WHERE name = ?", [name]
             ).fetchone()
@@ -324,9 +237,8 @@ class Store:
                     [name, json.dumps(wanted, sort_keys=True), _now()],
                 )
                 return int(cursor.lastrowid)
-        stored = json.loads(row[1])
-        if stored != wanted:
-            keys = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+        keys = changes(json.loads(row[1]), wanted, defaults or {})
+        if keys:
             raise ValueError(
                 f"tournament {name!r} is already stored in {self.path} with a different config "
                 f"(differs in: {', '.join(keys)}); give the tournament a new name or use another "
@@ -345,7 +257,7 @@ class Store:
                 f"unknown lineage field(s) {', '.join(unknown)}; use {', '.join(LINEAGE_FIELDS)}"
             )
         given = {k: v for k, v in lineage.items() if v is not None}
-        with self._transaction():
+        with self.transaction():
             row = self.db.execute(
                 "SELECT id FROM agents WHERE spec = ? AND role = ?", [spec, role]
             ).fetchone()
@@ -391,7 +303,7 @@ class Store:
         )
         conn = self.db.conn
         try:
-            with self._transaction():
+            with self.transaction():
                 # Ids are assigned here, under the write lock, so turns can be inserted in bulk.
                 first = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM episodes").fetchone()[0]
                 conn.executemany(
@@ -402,6 +314,7 @@ class Store:
                     insert_turn,
                     ((first + n, *t) for n, e in enumerate(encoded) for t in e.turns),
                 )
+                conn.executemany(ADD_PAYOFF, _payoff_rows(tournament_id, encoded))
         except sqlite3.IntegrityError as exc:
             raise ValueError(
                 f"an episode of this batch is already stored in tournament {tournament_id} "
@@ -409,26 +322,50 @@ class Store:
             ) from exc
         return len(encoded)
 
+    def payoffs(self, tournaments: Iterable[int]) -> dict[tuple[str, tuple[str, ...]], Payoff]:
+        """The ``payoffs`` sums of the given tournaments, added up per (seller, lineup)."""
+        ids = list(tournaments)
+        if not ids:
+            return {}
+        rows = self.db.execute(
+            "SELECT seller, buyers, SUM(episodes), SUM(seller_reward), SUM(buyer_reward), "
+            f"SUM(seller_score) FROM payoffs WHERE tournament_id IN ({', '.join('?' * len(ids))}) "
+            "GROUP BY seller, buyers",
+            ids,
+        )
+        return {
+            (seller, tuple(json.loads(buyers))): Payoff(int(n), *sums)
+            for seller, buyers, n, *sums in rows
+        }
+
+    def rebuild_payoffs(self) -> None:
+        """Recompute the ``payoffs`` sums from the episodes: after episodes were deleted by
+        hand (``add_episodes`` keeps them current otherwise)."""
+        with self.transaction():
+            fill_payoffs(self.db)
+
     def done_keys(self, tournament_id: int) -> set[EpisodeKey]:
         """The keys of every episode stored for the tournament."""
         rows = self.db.execute(
-            "SELECT env_version, seller, buyers, scenario_seed, scenario_index FROM episodes "
-            "WHERE tournament_id = ?",
+            "SELECT env_version, preset, seller, buyers, scenario_seed, scenario_index "
+            "FROM episodes WHERE tournament_id = ?",
             [tournament_id],
         )
-        return {(env, seller, tuple(json.loads(b)), s, i) for env, seller, b, s, i in rows}
+        return {
+            EpisodeKey(e, p, seller, tuple(json.loads(b)), s, i) for e, p, seller, b, s, i in rows
+        }
 
     def outcomes(self, tournament_id: int) -> dict[EpisodeKey, tuple[float, str]]:
         """(seller reward, outcome) of every stored episode of the tournament, by key: what a
         per-pairing summary needs, without decoding whole records."""
         rows = self.db.execute(
-            "SELECT env_version, seller, buyers, scenario_seed, scenario_index, seller_reward, "
-            "outcome FROM episodes WHERE tournament_id = ?",
+            "SELECT env_version, preset, seller, buyers, scenario_seed, scenario_index, "
+            "seller_reward, outcome FROM episodes WHERE tournament_id = ?",
             [tournament_id],
         )
         return {
-            (env, seller, tuple(json.loads(b)), s, i): (reward, outcome)
-            for env, seller, b, s, i, reward, outcome in rows
+            EpisodeKey(e, p, seller, tuple(json.loads(b)), s, i): (reward, outcome)
+            for e, p, seller, b, s, i, reward, outcome in rows
         }
 
     def load_records(

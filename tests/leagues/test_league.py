@@ -1,10 +1,9 @@
-"""The league manager: opponent statistics from stored episodes, training rows, lineage, ratings,
-and a real two-generation league that survives a SIGKILL."""
+"""The league loop end to end: a nash league of both sides, and a two-generation league that
+survives a SIGKILL without redoing finished work."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import sqlite3
@@ -17,119 +16,11 @@ import numpy as np
 import pytest
 
 from leagues.config import LeagueConfig
-from leagues.league import (
-    config_changes,
-    ensure_tables,
-    eval_tournament,
-    learner_payoffs,
-    mean_reward,
-    play_tournament,
-    register_league,
-    run_league,
-    training_rows,
-    win_rate,
-)
-from leagues.rollout import LEARNER
-from tournaments.config import read_toml_table
+from leagues.league import run_league
+from tests.leagues.leagues import league_config
 from tournaments.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-
-LEAGUE = """
-[league]
-name = "{name}"
-preset = "in-distribution"
-generations = 2
-seed = 0
-sellers = ["scripted:satisficer", "scripted:prober"]
-buyers = ["scripted:time", "scripted:tit-for-tat"]
-cpu_threads = 1
-bootstrap_rounds = 20
-folder = "files"
-
-[league.learner]
-model = "tiny"
-side = "{side}"
-steps_per_generation = 2
-opponents = "{opponents}"
-eval_episodes = 4
-
-[league.learner.train]
-batch_size = 4
-group_size = 2
-micro_batch_size = 4
-learning_rate = 1e-3
-max_new_tokens = 16
-"""
-
-
-def league_config(tmp_path: Path, name="t", side="seller", opponents="pfsp") -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(LEAGUE.format(name=name, side=side, opponents=opponents))
-    return path
-
-
-def scripted_store(tmp_path: Path) -> tuple[Store, LeagueConfig]:
-    """A store holding a scripted round-robin under a league's name."""
-    config = LeagueConfig.from_toml(league_config(tmp_path))
-    store = Store.open(tmp_path / "s.db")
-    ensure_tables(store)
-    tournament = eval_tournament(config, "t/gen-000", config.sellers, [(b,) for b in config.buyers])
-    play_tournament(store, tournament, {}, lambda _m: None)
-    return store, config
-
-
-def test_win_rates_and_payoffs_come_from_the_stored_episodes(tmp_path):
-    store, config = scripted_store(tmp_path)
-    records = store.load_records()
-    assert len(records) == 2 * 2 * config.learner.eval_episodes
-    rate = win_rate(records, "seller", "scripted:prober", "scripted:time")
-    assert 0.0 <= rate <= 1.0
-    buyer_side = win_rate(records, "buyer", "scripted:time", "scripted:prober")
-    assert math.isclose(rate + buyer_side, 1.0)
-    assert math.isnan(win_rate(records, "seller", "scripted:prober", "scripted:hardliner"))
-    payoffs = learner_payoffs(
-        records, "seller", ["scripted:prober", "nobody"], ["scripted:time", "scripted:tit-for-tat"]
-    )
-    assert payoffs.shape == (1, 2)  # the row of an agent that never played is left out
-    expected = mean_reward(records, "seller", "scripted:prober", "scripted:tit-for-tat")
-    assert payoffs[0, 1] == pytest.approx(expected)
-    store.close()
-
-
-def test_a_stored_league_with_other_settings_is_refused_but_may_grow(tmp_path):
-    store, config = scripted_store(tmp_path)
-    register_league(store, config)
-    longer = LeagueConfig.from_dict({**_raw(tmp_path), "generations": 5}, base=tmp_path)
-    register_league(store, longer)
-    with pytest.raises(ValueError, match=r"already stored in .*\(differs in: seed\)"):
-        register_league(store, LeagueConfig.from_dict({**_raw(tmp_path), "seed": 9}, base=tmp_path))
-    store.close()
-
-
-def _raw(tmp_path: Path) -> dict:
-    return read_toml_table(league_config(tmp_path), "league")
-
-
-def test_training_rows_fill_every_opponent_seat_with_the_drawn_opponent(tmp_path):
-    config = LeagueConfig.from_toml(league_config(tmp_path))
-    opponents = ["scripted:time", "scripted:tit-for-tat"]
-    rows = training_rows(config, 1, "seller", opponents, [0.0, 1.0])
-    assert len(rows) == 2 * 2  # steps x scenarios per step
-    assert all(r.seller == LEARNER and r.buyers == ("scripted:tit-for-tat",) * 3 for r in rows)
-    later = training_rows(config, 2, "seller", opponents, [0.0, 1.0])
-    assert {r.scenario.index for r in rows}.isdisjoint({r.scenario.index for r in later})
-    buyer = training_rows(config, 1, "buyer", ["scripted:prober"], [1.0])
-    assert all(r.seller == "scripted:prober" and r.buyers[0] == LEARNER for r in buyer)
-    assert all(set(r.buyers[1:]) <= set(config.buyers) for r in buyer)
-
-
-def test_self_play_rows_pair_the_seller_and_buyer_seat_of_each_scenario(tmp_path):
-    config = LeagueConfig.from_toml(league_config(tmp_path, side="self-play"))
-    rows = training_rows(config, 1, "self-play", [], [])
-    assert [r.trained for r in rows[:4]] == ["seller", "buyer_1", "seller", "buyer_1"]
-    assert rows[0].scenario == rows[1].scenario != rows[2].scenario
-    assert all(r.seller == LEARNER and set(r.buyers) == {LEARNER} for r in rows)
 
 
 @pytest.mark.slow
@@ -185,7 +76,7 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
     command = [
         sys.executable,
         "-m",
-        "arena.cli",
+        "arena_cli",
         "league",
         "run",
         str(config_path),
@@ -261,13 +152,3 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
     report = tmp_path / "files" / "report"
     assert (report / "league_kill_training.png").is_file()
     assert "League kill: ratings per generation" in (report / "index.html").read_text()
-
-
-def test_a_setting_added_since_a_league_was_stored_counts_only_when_not_default():
-    defaults = {"seed": 0, "learner": {"side": "seller", "train": {"new_knob": 0}}}
-    stored = {"seed": 0, "learner": {"side": "seller", "train": {}}}
-    same = {"seed": 0, "learner": {"side": "seller", "train": {"new_knob": 0}}}
-    assert config_changes(stored, same, defaults) == []
-    moved = {"seed": 0, "learner": {"side": "seller", "train": {"new_knob": 3}}}
-    assert config_changes(stored, moved, defaults) == ["learner.train.new_knob"]
-    assert config_changes(stored, {**same, "seed": 2}, defaults) == ["seed"]

@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from leagues.config import LearnerConfig
 from leagues.sampling import (
+    META_SOLVERS,
+    STRATEGIES,
+    MetaGame,
     exploitability,
     fictitious_play,
     latest_weights,
@@ -91,3 +95,21 @@ def test_sample_indices_follow_the_weights_and_the_generator():
     assert abs(np.mean(draws == 2) - 0.9) < 0.01
     again = sample_indices(np.random.default_rng(0), weights, 20000)
     assert draws.tolist() == again.tolist()
+
+
+def test_every_meta_solver_returns_a_mixture_and_a_registered_one_is_a_valid_setting(
+    monkeypatch,
+):
+    game = MetaGame(np.array([0.2, np.nan, 0.9]), np.array([[0.4, 0.1, 0.3]]))
+    assert STRATEGIES == tuple(META_SOLVERS) == ("uniform", "latest", "pfsp", "nash")
+    for name, solver in META_SOLVERS.items():
+        weights = solver(game)
+        assert weights.shape == (3,) and np.isclose(weights.sum(), 1.0) and weights.min() >= 0, name
+    np.testing.assert_allclose(META_SOLVERS["nash"](game), [0.0, 1.0, 0.0])
+    np.testing.assert_allclose(
+        META_SOLVERS["nash"](MetaGame(game.win_rates, np.zeros((0, 3)))), [1 / 3] * 3
+    )
+    monkeypatch.setitem(
+        META_SOLVERS, "hardest", lambda g: np.eye(g.n)[int(np.nanargmin(g.win_rates))]
+    )
+    assert LearnerConfig(model="tiny", opponents="hardest").opponents == "hardest"

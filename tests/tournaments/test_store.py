@@ -6,20 +6,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
+from agents.engine import play_scenarios
+from arena.buyer_metrics import episode_buyer_side_reward
 from arena.catalog import load_catalog
 from arena.config import get_preset
+from arena.metrics import episode_cross_score
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
-from tournaments.match import play_many
-from tournaments.store import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Store,
-    episode_key,
-    load_records,
-)
+from tournaments.store import Store, load_records
 
 POOL = ["scripted:time", "scripted:tit-for-tat", "scripted:hardliner"]
 
@@ -27,11 +22,11 @@ POOL = ["scripted:time", "scripted:tit-for-tat", "scripted:hardliner"]
 def play(preset: str, seller: str, count: int, seed: int = 0, **overrides) -> list[EpisodeRecord]:
     config = get_preset(preset, overrides or None)
     scenarios = make_scenarios(config, load_catalog(), seed, count)
-    return play_many(config, scenarios, seller, POOL)
+    return play_scenarios(config, scenarios, seller, POOL)
 
 
 def by_key(records: list[EpisodeRecord]) -> dict:
-    return {episode_key(r): r for r in records}
+    return {r.key: r for r in records}
 
 
 @pytest.fixture
@@ -114,7 +109,7 @@ def test_storing_a_key_twice_is_refused_and_the_whole_batch_is_rolled_back(store
 
     assert store.db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] == 2
     assert store.db.execute("SELECT COUNT(*) FROM turns").fetchone()[0] == turns_before
-    assert store.done_keys(tid) == {episode_key(r) for r in records[:2]}
+    assert store.done_keys(tid) == {r.key for r in records[:2]}
 
 
 def test_the_same_episode_may_be_stored_once_per_tournament(store: Store) -> None:
@@ -122,7 +117,7 @@ def test_the_same_episode_may_be_stored_once_per_tournament(store: Store) -> Non
     a, b = store.tournament_id("a", {}), store.tournament_id("b", {})
     store.add_episodes(a, records)
     store.add_episodes(b, records)
-    assert store.done_keys(a) == store.done_keys(b) == {episode_key(r) for r in records}
+    assert store.done_keys(a) == store.done_keys(b) == {r.key for r in records}
 
 
 def test_database_is_in_wal_mode(tmp_path: Path) -> None:
@@ -132,33 +127,9 @@ def test_database_is_in_wal_mode(tmp_path: Path) -> None:
     conn.close()
 
 
-def test_opening_a_version_1_database_upgrades_it_and_keeps_its_rows(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    old = sqlite_utils.Database(path)
-    MIGRATIONS[0](old)
-    old.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
-    old.execute(
-        "INSERT INTO agents (spec, role, label, created) "
-        "VALUES ('scripted:prober', 'seller', 'prober', '2026-01-01T00:00:00+00:00')"
-    )
-    old.conn.commit()
-    assert "generation" not in old["agents"].columns_dict
-    old.close()
-
-    with Store.open(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 2
-        assert {"parent", "generation", "step", "config_hash", "path"} <= set(
-            store.db["agents"].columns_dict
-        )
-        agent_id = store.register_agent("scripted:prober", "seller", generation=3, step=1200)
-        row = store.agent(agent_id)
-    assert row["label"] == "prober"
-    assert (row["generation"], row["step"], row["parent"]) == (3, 1200, None)
-
-
 def test_a_database_written_by_newer_code_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
-    with Store.open(path) as store, store._transaction():
+    with Store.open(path) as store, store.transaction():
         store.db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(ValueError, match="schema version 99, newer than"):
         Store.open(path)
@@ -191,3 +162,23 @@ def test_register_agent_returns_one_id_per_spec_and_role(store: Store) -> None:
         store.register_agent("hf:/ckpt/gen2", "seller", epoch=1)
     with pytest.raises(ValueError, match="role must be one of"):
         store.register_agent("hf:/ckpt/gen2", "referee")
+
+
+def test_payoffs_sum_each_lineups_counted_episodes_as_they_are_stored(store: Store) -> None:
+    records = play("in-distribution", "scripted:prober", 10)
+    errored = dataclasses.replace(
+        records[0], result=dataclasses.replace(records[0].result, outcome="error")
+    )
+    errored = dataclasses.replace(errored, seller="scripted:oracle")
+    tid = store.tournament_id("t", {})
+    store.add_episodes(tid, records[:4])
+    store.add_episodes(tid, [*records[4:], errored])
+    payoffs = store.payoffs([tid])
+    assert ("scripted:oracle", errored.buyers) not in payoffs  # errors count for nothing
+    for (seller, lineup), cell in payoffs.items():
+        mine = [r for r in records if (r.seller, r.buyers) == (seller, lineup)]
+        assert cell.episodes == len(mine) > 0
+        assert cell.seller_reward == pytest.approx(sum(r.result.seller_reward for r in mine))
+        assert cell.buyer_reward == pytest.approx(sum(episode_buyer_side_reward(r) for r in mine))
+        assert cell.seller_score == pytest.approx(sum(episode_cross_score(r) for r in mine))
+    assert sum(c.episodes for c in payoffs.values()) == 10

@@ -1,0 +1,147 @@
+"""What a league generation plays: its typed plan, its training rows, its evaluation tournaments.
+
+A :class:`GenerationPlan` is written with every finished stage (``league_generations.plan``) and
+read back on resume, so a killed league continues with the opponents, parent and checkpoint it
+had chosen. Training scenarios come from the training split, a fresh slice per generation;
+evaluation tournaments play the held-out split's scenarios, the same ones for every checkpoint,
+so ratings across generations are paired.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from arena import settings
+from arena.catalog import load_catalog, split_catalog
+from arena.scenarios import Scenario, make_scenarios
+from leagues.config import LeagueConfig
+from leagues.rollout import LEARNER, GroupRow
+from leagues.sampling import sample_indices
+from tournaments.config import TournamentConfig
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    """The decisions of one generation (generation 0, the setup, records ``label`` and
+    ``base`` only)."""
+
+    label: str = field(metadata={"help": "The checkpoint's short name, e.g. gen-2-buyer."})
+    side: str = field(default="", metadata={"help": "The trained side (setup: none)."})
+    parent: str = field(default="", metadata={"help": "Spec of the checkpoint trained from."})
+    parent_label: str = field(default="", metadata={"help": "Its label."})
+    parent_adapter: str | None = field(
+        default=None, metadata={"help": "LoRA adapter continued; None: a fresh adapter."}
+    )
+    opponents: tuple[str, ...] = field(
+        default=(), metadata={"help": "The other side's population, in population order."}
+    )
+    weights: tuple[float, ...] = field(
+        default=(), metadata={"help": "The meta-strategy: training-opponent mixture."}
+    )
+    adapter: str | None = field(default=None, metadata={"help": "The trained adapter."})
+    checkpoint: Mapping[str, str] = field(
+        default_factory=dict, metadata={"help": "Role -> spec of the registered checkpoint."}
+    )
+    base: str = field(default="", metadata={"help": "Setup: the base model's spec."})
+
+    def to_json(self) -> str:
+        return json.dumps(settings.to_json(self), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> GenerationPlan:
+        """A stored plan (written by this code or by earlier versions, as plain JSON)."""
+        return settings.from_mapping(GenerationPlan, json.loads(text), "league_generations.plan")
+
+
+def model_spec(config: LeagueConfig, model: Path, adapter: Path | None = None) -> str:
+    """The agent spec that evaluates a model folder (or base + LoRA adapter on vLLM)."""
+    learner = config.learner
+    tokens = learner.train.max_new_tokens
+    if learner.train.use_vllm:
+        lora = "" if adapter is None else f"lora={adapter}&"
+        return f"vllm:{model}?{lora}max_tokens={tokens}"
+    # seed=none lets the hf back-end batch sampled requests (seeded ones run one at a time).
+    return f"hf:{model}?batch_size={learner.eval_batch_size}&seed=none&max_tokens={tokens}"
+
+
+def check_splits(config: LeagueConfig) -> None:
+    """Fail early, naming the key, when a catalogue split cannot make the market's scenarios
+    (e.g. three substitutable products from the 6-product test split of the small catalogue)."""
+    market = config.market_config()
+    catalog = load_catalog(config.catalog)
+    for key in ("train_split", "eval_split"):
+        split = getattr(config, key)
+        try:
+            make_scenarios(market, split_catalog(catalog, split), config.seed, 1)
+        except ValueError as exc:
+            raise ValueError(
+                f'league.{key} = {split!r}: {exc}; choose another split ("all") or catalogue'
+            ) from None
+
+
+def training_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
+    """The generation's own slice of the training scenario list (no scenario is reused)."""
+    per_generation = config.learner.steps_per_generation * config.learner.train.scenarios_per_step
+    market = config.market_config()
+    catalog = split_catalog(load_catalog(config.catalog), config.train_split)
+    count = per_generation // 2 if config.learner.side == "self-play" else per_generation
+    start = (generation - 1) * count
+    return make_scenarios(market, catalog, config.seed, count, start=start)
+
+
+def training_rows(
+    config: LeagueConfig,
+    generation: int,
+    side: str,
+    opponents: Sequence[str],
+    weights: Sequence[float],
+) -> list[GroupRow]:
+    """One dataset row per GRPO group, in step order: each scenario gets one opponent drawn
+    from the mixture, who fills every opponent seat; self-play rows pair the seller and the
+    first buyer seat of each scenario."""
+    scenarios = training_scenarios(config, generation)
+    n = config.market_config().num_buyers
+    rows = []
+    if side == "self-play":
+        for sc in scenarios:
+            seats = (LEARNER,) * n
+            for trained in ("seller", "buyer_1"):
+                key = f"g{generation}/s{sc.index}/{trained}"
+                rows.append(GroupRow(key, sc, LEARNER, seats, trained))
+        return rows
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, generation, 17]))
+    draws = sample_indices(rng, np.asarray(weights), len(scenarios))
+    for sc, k in zip(scenarios, draws.tolist(), strict=True):
+        opponent = opponents[k]
+        if side == "seller":
+            rows.append(
+                GroupRow(f"g{generation}/s{sc.index}", sc, LEARNER, (opponent,) * n, "seller")
+            )
+        else:
+            # The learner takes slot 1; other buyer slots (N > 1) draw from the initial buyers.
+            others = [config.buyers[sc.pool_index(i, len(config.buyers))] for i in range(1, n)]
+            buyers = (LEARNER, *others)
+            rows.append(GroupRow(f"g{generation}/s{sc.index}", sc, opponent, buyers, "buyer_1"))
+    return rows
+
+
+def eval_tournament(
+    config: LeagueConfig, name: str, sellers: Sequence[str], buyers: Sequence[Sequence[str]]
+) -> TournamentConfig:
+    """A tournament on the league's held-out evaluation scenarios."""
+    return TournamentConfig(
+        name=name,
+        sellers=tuple(sellers),
+        buyers=tuple(tuple(b) for b in buyers),
+        preset=config.preset,
+        market=dict(config.market),
+        episodes=config.learner.eval_episodes,
+        seed=config.evaluation_seed,
+        catalog=config.catalog,
+        split=config.eval_split,
+    )

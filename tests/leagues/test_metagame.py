@@ -1,0 +1,63 @@
+"""The league's meta-game: statistics from the stored payoff table, equal to a rescan of the
+records, and the meta-solver's opponent mixture over the other side's population."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from arena.buyer_metrics import episode_buyer_side_reward
+from arena.metrics import episode_cross_score
+from arena.records import EpisodeRecord
+from leagues.metagame import PayoffTable, opponent_mixture, population
+from tests.leagues.leagues import scripted_store
+
+
+def rescanned(records: list[EpisodeRecord], role: str, agent: str, opponent: str) -> tuple:
+    """(win rate, mean reward) of ``agent`` against ``opponent``, read off every record."""
+    seller, buyer = (agent, opponent) if role == "seller" else (opponent, agent)
+    met = [r for r in records if r.seller == seller and set(r.buyers) == {buyer}]
+    scores = [episode_cross_score(r) for r in met]
+    rewards = [r.result.seller_reward if role == "seller" else episode_buyer_side_reward(r)
+               for r in met]  # fmt: skip
+    share = math.fsum(scores) / len(scores)
+    return (share if role == "seller" else 1 - share), math.fsum(rewards) / len(rewards)
+
+
+def test_win_rates_and_payoffs_of_the_payoff_table_equal_a_rescan_of_the_records(tmp_path):
+    store, config = scripted_store(tmp_path)
+    records = store.load_records()
+    assert len(records) == 2 * 2 * config.learner.eval_episodes
+    table = PayoffTable.of_league(store, config.name)
+    for seller in config.sellers:
+        for buyer in config.buyers:
+            rate, reward = rescanned(records, "seller", seller, buyer)
+            assert table.win_rate("seller", seller, buyer) == pytest.approx(rate)
+            assert table.mean_reward("seller", seller, buyer) == pytest.approx(reward)
+            buyer_rate, buyer_reward = rescanned(records, "buyer", buyer, seller)
+            assert table.win_rate("buyer", buyer, seller) == pytest.approx(buyer_rate)
+            assert table.mean_reward("buyer", buyer, seller) == pytest.approx(buyer_reward)
+            assert math.isclose(rate + buyer_rate, 1.0)
+    assert math.isnan(table.win_rate("seller", "scripted:prober", "scripted:hardliner"))
+    payoffs = table.learner_payoffs(
+        "seller", ["scripted:prober", "nobody"], ["scripted:time", "scripted:tit-for-tat"]
+    )
+    assert payoffs.shape == (1, 2)  # the row of an agent that never played is left out
+    assert payoffs[0, 1] == pytest.approx(
+        rescanned(records, "seller", "scripted:prober", "scripted:tit-for-tat")[1]
+    )
+    store.close()
+
+
+def test_the_mixture_is_the_meta_solvers_over_the_other_sides_population(tmp_path):
+    store, config = scripted_store(tmp_path)
+    opponents, weights = opponent_mixture(store, config, "seller", "scripted:prober")
+    assert [m.spec for m in opponents] == list(config.buyers)
+    assert [m.spec for m in population(store, config, "buyer")] == list(config.buyers)
+    table = PayoffTable.of_league(store, config.name)
+    rates = [table.win_rate("seller", "scripted:prober", b) for b in config.buyers]
+    expected = np.array([(1 - r) ** 2 for r in rates])
+    np.testing.assert_allclose(weights, expected / expected.sum())  # pfsp, the config's
+    store.close()

@@ -1,0 +1,51 @@
+"""A generation's plan: its JSON round trip (old plans included) and its training rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from leagues.config import LeagueConfig
+from leagues.plan import GenerationPlan, training_rows
+from leagues.rollout import LEARNER
+from tests.leagues.leagues import league_config
+
+
+def test_a_plan_survives_its_json_round_trip_and_old_plans_still_read():
+    plan = GenerationPlan(
+        label="gen-2-buyer", side="buyer", parent="hf:/m?x=1", parent_label="base",
+        opponents=("scripted:prober", "hf:/c1"), weights=(0.25, 0.75),
+        adapter="/runs/a", checkpoint={"buyer": "hf:/c2"},
+    )  # fmt: skip
+    assert GenerationPlan.from_json(plan.to_json()) == plan
+    # As the league stored plans before they were typed (generation 0, then a trained one).
+    setup = GenerationPlan.from_json('{"label": "base", "checkpoint": {}, "base": "hf:/m"}')
+    assert (setup.label, setup.base, setup.side, setup.opponents) == ("base", "hf:/m", "", ())
+    old = {"side": "seller", "label": "gen-1-seller", "parent": "hf:/m", "parent_label": "base",
+           "parent_adapter": None, "checkpoint": {}, "opponents": ["scripted:time"],
+           "weights": [1.0]}  # fmt: skip
+    assert GenerationPlan.from_json(json.dumps(old)).weights == (1.0,)
+    with pytest.raises(ValueError, match=r"league_generations.plan: unknown key 'colour'"):
+        GenerationPlan.from_json('{"label": "x", "colour": 1}')
+
+
+def test_training_rows_fill_every_opponent_seat_with_the_drawn_opponent(tmp_path):
+    config = LeagueConfig.from_toml(league_config(tmp_path))
+    opponents = ["scripted:time", "scripted:tit-for-tat"]
+    rows = training_rows(config, 1, "seller", opponents, [0.0, 1.0])
+    assert len(rows) == 2 * 2  # steps x scenarios per step
+    assert all(r.seller == LEARNER and r.buyers == ("scripted:tit-for-tat",) * 3 for r in rows)
+    later = training_rows(config, 2, "seller", opponents, [0.0, 1.0])
+    assert {r.scenario.index for r in rows}.isdisjoint({r.scenario.index for r in later})
+    buyer = training_rows(config, 1, "buyer", ["scripted:prober"], [1.0])
+    assert all(r.seller == "scripted:prober" and r.buyers[0] == LEARNER for r in buyer)
+    assert all(set(r.buyers[1:]) <= set(config.buyers) for r in buyer)
+
+
+def test_self_play_rows_pair_the_seller_and_buyer_seat_of_each_scenario(tmp_path):
+    config = LeagueConfig.from_toml(league_config(tmp_path, side="self-play"))
+    rows = training_rows(config, 1, "self-play", [], [])
+    assert [r.trained for r in rows[:4]] == ["seller", "buyer_1", "seller", "buyer_1"]
+    assert rows[0].scenario == rows[1].scenario != rows[2].scenario
+    assert all(r.seller == LEARNER and set(r.buyers) == {LEARNER} for r in rows)

@@ -1,0 +1,250 @@
+"""The results database's schema: its tables, as numbered migrations, and their columns.
+
+* ``meta``: ``schema_version`` (see ``MIGRATIONS``);
+* ``agents``: every spec that played, by role, with nullable lineage fields for checkpoints;
+* ``tournaments``: name, the config as JSON, creation time;
+* ``episodes``: one row per episode; the columns an analyst filters on (outcome, rewards, prices,
+  budgets, specs, ...) plus ``record``, the full :class:`EpisodeRecord` JSON *without* its turns;
+* ``turns``: one row per message (valid or not) of an episode; ``load_records`` puts them back;
+* ``payoffs``: per tournament and lineup, the sums of the seller's reward, the buyer side's reward
+  and the cross-role score over counted episodes, updated in the transaction that stores the
+  episodes: the league's meta-game reads it instead of decoding every record;
+* ``league_runs``, ``league_generations``, ``training_steps``, ``league_ratings``: a league's
+  settings, generation plans and stages, per-step training metrics and ratings per generation
+  (:mod:`leagues.state`).
+
+An old database is upgraded by the migrations it lacks when it is opened
+(:meth:`tournaments.store.Store.open`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+
+import sqlite_utils
+
+from arena.buyer_metrics import episode_buyer_side_reward
+from arena.metrics import episode_cross_score
+from arena.records import EpisodeRecord, TurnRecord
+
+AGENT_ROLES = ("seller", "buyer")
+LINEAGE_FIELDS = ("parent", "generation", "step", "config_hash", "path")
+
+
+def _v1_initial(db: sqlite_utils.Database) -> None:
+    """Version 1: meta, agents (spec, role, label), tournaments, episodes and turns."""
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute(
+        """CREATE TABLE agents (
+            id INTEGER PRIMARY KEY,
+            spec TEXT NOT NULL,
+            role TEXT NOT NULL,
+            label TEXT NOT NULL,
+            created TEXT NOT NULL,
+            UNIQUE (spec, role)
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE tournaments (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            config TEXT NOT NULL,
+            created TEXT NOT NULL
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE episodes (
+            id INTEGER PRIMARY KEY,
+            tournament_id INTEGER NOT NULL REFERENCES tournaments(id),
+            env_version TEXT NOT NULL,
+            preset TEXT NOT NULL,
+            scenario_seed INTEGER NOT NULL,
+            scenario_index INTEGER NOT NULL,
+            episode_seed INTEGER NOT NULL,
+            seller TEXT NOT NULL,
+            buyers TEXT NOT NULL,          -- JSON list: the buyer spec of every slot
+            product_ids TEXT NOT NULL,     -- JSON list
+            cost REAL NOT NULL,            -- product 0 (the single-product view)
+            list_price REAL NOT NULL,      -- product 0
+            budgets TEXT NOT NULL,         -- JSON list: each buyer's budget for product 0
+            outcome TEXT NOT NULL,
+            termination TEXT NOT NULL,
+            deal_price REAL,               -- first deal, NULL without one
+            deal_buyer INTEGER,            -- 0-based slot of the first deal's buyer
+            deal_product INTEGER,
+            seller_reward REAL NOT NULL,
+            buyer_rewards TEXT NOT NULL,   -- JSON list
+            violation TEXT,
+            violation_by TEXT,
+            engaged_count INTEGER NOT NULL,
+            first_bids TEXT NOT NULL,      -- JSON list
+            seller_turns INTEGER NOT NULL,
+            num_turns INTEGER NOT NULL,    -- rows this episode has in `turns`
+            record TEXT NOT NULL           -- EpisodeRecord JSON without result.turns
+        )"""
+    )
+    db.execute(
+        "CREATE UNIQUE INDEX episodes_key ON episodes "
+        "(tournament_id, env_version, seller, buyers, scenario_seed, scenario_index)"
+    )
+    db.execute(
+        """CREATE TABLE turns (
+            episode_id INTEGER NOT NULL REFERENCES episodes(id),
+            idx INTEGER NOT NULL,
+            agent TEXT NOT NULL,
+            to_agent TEXT NOT NULL,
+            text TEXT NOT NULL,
+            kind TEXT,
+            price REAL,
+            product INTEGER,
+            valid INTEGER NOT NULL,
+            reason TEXT,
+            tokens_in INTEGER NOT NULL,
+            tokens_out INTEGER NOT NULL,
+            PRIMARY KEY (episode_id, idx)
+        ) WITHOUT ROWID"""
+    )
+
+
+def _v2_agent_lineage(db: sqlite_utils.Database) -> None:
+    """Version 2: lineage of trained checkpoints on agents (all nullable)."""
+    db.execute("ALTER TABLE agents ADD COLUMN parent INTEGER REFERENCES agents(id)")
+    db.execute("ALTER TABLE agents ADD COLUMN generation INTEGER")
+    db.execute("ALTER TABLE agents ADD COLUMN step INTEGER")
+    db.execute("ALTER TABLE agents ADD COLUMN config_hash TEXT")
+    db.execute("ALTER TABLE agents ADD COLUMN path TEXT")
+
+
+def _v3_leagues_and_payoffs(db: sqlite_utils.Database) -> None:
+    """Version 3: the league tables (created outside the migrations before, hence ``IF NOT
+    EXISTS``) and ``payoffs``, per-lineup sums kept as episodes are stored, backfilled here."""
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS league_runs (
+            name TEXT PRIMARY KEY,
+            config TEXT NOT NULL,          -- JSON, without `generations` (a league may grow)
+            created TEXT NOT NULL
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS league_generations (
+            league TEXT NOT NULL,
+            generation INTEGER NOT NULL,   -- 0: setup; 1..: trained generations
+            side TEXT NOT NULL,            -- seller, buyer, self-play (setup: the learner's side)
+            stage TEXT NOT NULL,           -- last finished stage
+            plan TEXT NOT NULL,            -- JSON of leagues.plan.GenerationPlan
+            updated TEXT NOT NULL,
+            PRIMARY KEY (league, generation)
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS training_steps (
+            league TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            step INTEGER NOT NULL,         -- optimizer step within the generation, from 1
+            league_step INTEGER NOT NULL,  -- optimizer step across the league, from 1
+            side TEXT NOT NULL,
+            reward REAL, deal_rate REAL, surplus_extraction_ratio REAL,
+            distinct_buyers_engaged REAL, deal_on_top_buyer_rate REAL,
+            sell_below_cost_error_rate REAL, loss REAL, clip_ratio REAL, entropy REAL,
+            seconds REAL,
+            logs TEXT NOT NULL,            -- every TRL log value of the step, JSON
+            logged TEXT NOT NULL,
+            PRIMARY KEY (league, generation, step)
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS league_ratings (
+            league TEXT NOT NULL,
+            generation INTEGER NOT NULL,   -- ratings after this generation (0: setup)
+            role TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            label TEXT NOT NULL,
+            rating REAL, ci_low REAL, ci_high REAL,
+            games INTEGER NOT NULL, episodes INTEGER NOT NULL, reward REAL,
+            PRIMARY KEY (league, generation, role, agent)
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE payoffs (
+            tournament_id INTEGER NOT NULL REFERENCES tournaments(id),
+            seller TEXT NOT NULL,
+            buyers TEXT NOT NULL,          -- JSON list: the lineup, as in episodes.buyers
+            episodes INTEGER NOT NULL,     -- counted episodes (every outcome but "error")
+            seller_reward REAL NOT NULL,   -- sums over those episodes
+            buyer_reward REAL NOT NULL,    -- of the buyer side's mean reward
+            seller_score REAL NOT NULL,    -- of the cross-role score (seller's surplus share)
+            PRIMARY KEY (tournament_id, seller, buyers)
+        )"""
+    )
+    fill_payoffs(db)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1_initial,
+    _v2_agent_lineage,
+    _v3_leagues_and_payoffs,
+]
+"""Migration ``i`` takes a database at schema version ``i`` to ``i + 1``. Append, never edit."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def fill_payoffs(db: sqlite_utils.Database) -> None:
+    """Recompute every ``payoffs`` row from the stored episodes (decoding each record)."""
+    db.execute("DELETE FROM payoffs")
+    rows = db.execute(
+        "SELECT tournament_id, seller, buyers, record FROM episodes WHERE outcome != 'error'"
+    )
+    sums: dict[tuple[int, str, str], list[float]] = {}
+    for tournament_id, seller, buyers, text in rows:
+        data = json.loads(text)
+        data["result"]["turns"] = []
+        cell = sums.setdefault((tournament_id, seller, buyers), [0, 0.0, 0.0, 0.0])
+        for i, value in enumerate((1, *payoff(EpisodeRecord.from_dict(data)))):
+            cell[i] += value
+    db.conn.executemany(
+        "INSERT INTO payoffs VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(*key, *cell) for key, cell in sums.items()],
+    )
+
+
+def payoff(record: EpisodeRecord) -> tuple[float, float, float]:
+    """What a counted episode adds to its lineup's ``payoffs`` row: the seller's reward, the
+    buyer side's reward and the seller's cross-role score."""
+    score = episode_cross_score(record)
+    assert score is not None, "error episodes carry no payoff"
+    return record.result.seller_reward, episode_buyer_side_reward(record), score
+
+
+EPISODE_COLUMNS = (
+    "env_version",
+    "preset",
+    "scenario_seed",
+    "scenario_index",
+    "episode_seed",
+    "seller",
+    "buyers",
+    "product_ids",
+    "cost",
+    "list_price",
+    "budgets",
+    "outcome",
+    "termination",
+    "deal_price",
+    "deal_buyer",
+    "deal_product",
+    "seller_reward",
+    "buyer_rewards",
+    "violation",
+    "violation_by",
+    "engaged_count",
+    "first_bids",
+    "seller_turns",
+    "num_turns",
+    "record",
+)
+TURN_FIELDS = tuple(f.name for f in dataclasses.fields(TurnRecord))
+TURN_COLUMNS = tuple({"index": "idx", "to": "to_agent"}.get(f, f) for f in TURN_FIELDS)
+"""The ``turns`` column of each :class:`TurnRecord` field (two renamed: SQL keywords)."""
