@@ -1,7 +1,8 @@
-"""The ``arena`` command line: parses arguments and calls library functions, nothing more.
+"""The ``arena`` commands: parse arguments and call library functions, nothing more.
 
-Expected errors (a bad spec, preset field, config file or catalogue path) print one red line and
-exit with status 2; there is no traceback for mistakes the user can fix.
+Option help comes from the config dataclasses' field help (``EvalConfig``, ``RatingConfig``) where
+an option sets a field. Expected errors (a bad spec, preset field, config file or catalogue path)
+print one red line and exit with status 2; there is no traceback for mistakes the user can fix.
 """
 
 from __future__ import annotations
@@ -20,6 +21,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from arena.config import parse_assignments
+from arena.metrics import MULTI_PRODUCT, TABLE1, group
+from arena.records import EpisodeRecord
+from arena.settings import field_help
+from leagues.config import LeagueConfig
+from leagues.league import run_league
+from leagues.report import league_sections
+from tournaments.config import TournamentConfig
+from tournaments.evaluate import EvalConfig, evaluate
+from tournaments.leaderboard import leaderboard, render_table, stored_anchor, stored_lineups
+from tournaments.ratings import RatingConfig
+from tournaments.report import write_report
+from tournaments.runner import EXECUTORS, run_tournament
+from tournaments.store import load_records
 
 app = typer.Typer(
     add_completion=False,
@@ -62,18 +76,17 @@ def _progress() -> Progress:
     )
 
 
-PresetOpt = Annotated[str, typer.Option("--preset", "-p", help="Market preset.")]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", help="Override a market field: --set num_buyers=5 (repeatable)."),
-]
-CatalogOpt = Annotated[
-    str | None, typer.Option("--catalog", help="AmazonHistoryPrice folder or catalogue JSON.")
-]
-SplitOpt = Annotated[str, typer.Option("--split", help="Catalogue split: train, test or all.")]
-SellerOpt = Annotated[str, typer.Option("--seller", help="Seller agent spec.")]
+def _help(name: str) -> str:
+    return field_help(EvalConfig, name)
+
+
+PresetOpt = Annotated[str, typer.Option("--preset", "-p", help=_help("preset"))]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help=_help("overrides"))]
+CatalogOpt = Annotated[str | None, typer.Option("--catalog", help=_help("catalog"))]
+SplitOpt = Annotated[str, typer.Option("--split", help=_help("split"))]
+SellerOpt = Annotated[str, typer.Option("--seller", help=_help("seller"))]
 BuyerOpt = Annotated[
-    str, typer.Option("--buyer", help="Buyer spec, or several comma-separated (a pool).")
+    str, typer.Option("--buyer", help=_help("buyers") + " Comma-separated on the command line.")
 ]
 
 
@@ -105,9 +118,7 @@ def _eval_config(
     catalog: str | None,
     split: str,
     max_concurrent: int = 64,
-):
-    from tournaments.evaluate import EvalConfig
-
+) -> EvalConfig:
     config = EvalConfig(
         seller=seller,
         buyers=_buyers(buyer),
@@ -128,16 +139,15 @@ def play(
     seller: SellerOpt = "scripted:prober",
     buyer: BuyerOpt = "scripted:time",
     preset: PresetOpt = "in-distribution",
-    seed: Annotated[int, typer.Option(help="Scenario seed.")] = 0,
+    seed: Annotated[int, typer.Option(help=_help("seed"))] = 0,
     index: Annotated[int, typer.Option(help="Scenario index in the seed's list.")] = 0,
     catalog: CatalogOpt = None,
     split: SplitOpt = "all",
     overrides: SetOpt = None,
 ) -> None:
     """Play one episode and show the transcript, then the hidden values."""
-    from tournaments.evaluate import evaluate
 
-    def run():
+    def run() -> EpisodeRecord:
         config = _eval_config(seller, buyer, preset, overrides, index + 1, seed, catalog, split)
         return evaluate(config).records[-1]
 
@@ -145,7 +155,7 @@ def play(
     show_transcript(record)
 
 
-def show_transcript(record) -> None:
+def show_transcript(record: EpisodeRecord) -> None:
     """Render an episode with rich: every message, then what was hidden from the seller."""
     sc, res = record.scenario, record.result
     product = sc.products[0]
@@ -190,19 +200,17 @@ def eval_command(
     seller: SellerOpt = "scripted:prober",
     buyer: BuyerOpt = "scripted:time",
     preset: PresetOpt = "in-distribution",
-    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to play.")] = 256,
-    seed: Annotated[int, typer.Option(help="Fixes the scenario list.")] = 0,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", help=_help("episodes"))] = 256,
+    seed: Annotated[int, typer.Option(help=_help("seed"))] = 0,
     catalog: CatalogOpt = None,
     split: SplitOpt = "all",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write metrics JSON.")] = None,
-    max_concurrent: Annotated[int, typer.Option(help="LLM episodes in flight.")] = 64,
+    max_concurrent: Annotated[int, typer.Option(help=_help("max_concurrent"))] = 64,
     overrides: SetOpt = None,
 ) -> None:
     """Evaluate a seller against buyers and print a Table-1 style row."""
-    from arena.metrics import MULTI_PRODUCT_COLUMNS, TABLE1_COLUMNS
-    from tournaments.evaluate import evaluate
 
-    def run():
+    def run() -> Any:
         config = _eval_config(
             seller, buyer, preset, overrides, episodes, seed, catalog, split, max_concurrent
         )
@@ -211,17 +219,14 @@ def eval_command(
             return evaluate(config, on_episode=lambda _r: progress.advance(task))
 
     report = _guard(run)
-    columns = list(TABLE1_COLUMNS)
+    columns = group(TABLE1)
     if report.config["market"]["num_products"] > 1:
-        columns += MULTI_PRODUCT_COLUMNS
+        columns += group(MULTI_PRODUCT)
     table = Table(title=f"{preset}: {seller} vs {', '.join(_buyers(buyer))}")
     table.add_column("Seller")
-    for _key, header in columns:
-        table.add_column(header, justify="right")
-    cells = []
-    for key, _header in columns:
-        m = report.metrics[key]
-        cells.append(f"{m['mean']:+.3f} ± {m['se']:.3f}")
+    for metric in columns:
+        table.add_column(metric.header, justify="right")
+    cells = [_estimate(report.metrics[metric.name]) for metric in columns]
     label = seller + ("  (ORACLE: reads hidden budgets)" if "oracle" in seller else "")
     table.add_row(label, *cells)
     console.print(table)
@@ -230,8 +235,15 @@ def eval_command(
     if report.run_stats:
         console.print(f"run: {json.dumps(report.run_stats)}", highlight=False)
     if json_path is not None:
-        json_path.write_text(json.dumps(report.to_json(), indent=2))
+        json_path.write_text(json.dumps(report.to_json(), indent=2, allow_nan=False))
         console.print(f"wrote {json_path}")
+
+
+def _estimate(value: dict[str, Any]) -> str:
+    """An estimate's cell: mean ± se, "-" when no episode counted (mean null)."""
+    if value["mean"] is None:
+        return "-"
+    return f"{value['mean']:+.3f} ± {value['se']:.3f}"
 
 
 @tournament_app.command("run")
@@ -239,15 +251,14 @@ def tournament_run(
     config_path: Annotated[Path, typer.Argument(help="Tournament TOML file.")],
     db: Annotated[Path | None, typer.Option(help="SQLite results file.")] = None,
     workers: Annotated[int, typer.Option(help="Parallel worker processes.")] = 2,
-    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    executor: Annotated[str, typer.Option(help=" or ".join(EXECUTORS) + ".")] = "local",
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster address (default: RAY_ADDRESS or local).")
     ] = None,
     chunk_size: Annotated[int, typer.Option(help="Episodes per worker task.")] = 32,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Run (or resume) a round-robin tournament, storing every episode."""
-    from tournaments.config import TournamentConfig
-    from tournaments.runner import run_tournament
 
     def run() -> Any:
         config = TournamentConfig.from_toml(config_path)
@@ -257,12 +268,13 @@ def tournament_run(
             path,
             workers=workers,
             executor=executor,
+            progress=progress,
             chunk_size=chunk_size,
             ray_address=ray_address,
         )
 
     summary = _guard(run)
-    console.print(summary.table() if hasattr(summary, "table") else summary)
+    console.print(summary.table())
 
 
 @app.command()
@@ -271,23 +283,32 @@ def ratings(
     role: Annotated[str, typer.Option(help="seller, buyer or cross.")] = "seller",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write rows as JSON.")] = None,
     tournament: Annotated[str | None, typer.Option(help="Only this tournament.")] = None,
+    anchor: Annotated[
+        str | None,
+        typer.Option(
+            help="Agent spec (or buyer entry) pinned at 1000; default: the role's first "
+            "scripted agent in the stored tournaments. 'none': ratings average 1000."
+        ),
+    ] = None,
 ) -> None:
     """Bradley-Terry ratings with bootstrap intervals, Elo, and the paper's metrics."""
-    from tournaments.leaderboard import leaderboard, render_table, stored_buyer_entries
-    from tournaments.store import load_records
 
-    def run():
+    def run() -> list[dict[str, Any]]:
         if not db.exists():
             raise FileNotFoundError(f"no database at {db}")
         if role not in ("seller", "buyer", "cross"):
             raise ValueError(f"--role must be seller, buyer or cross, not {role!r}")
         records = load_records(db, tournament=tournament)
-        return leaderboard(records, role, buyer_entries=stored_buyer_entries(db, tournament))
+        _, entries = stored_lineups(db, tournament)
+        pinned = stored_anchor(db, role, tournament) if anchor is None else anchor
+        if anchor is not None and anchor.lower() == "none":
+            pinned = None
+        return leaderboard(records, role, RatingConfig(), entries, pinned)
 
     rows = _guard(run)
     console.print(render_table(rows))
     if json_path is not None:
-        json_path.write_text(json.dumps(rows, indent=2))
+        json_path.write_text(json.dumps(rows, indent=2, allow_nan=False))
         console.print(f"wrote {json_path}")
 
 
@@ -297,10 +318,8 @@ def report(
     out: Annotated[Path, typer.Option(help="Output folder for index.html and PNGs.")],
 ) -> None:
     """Write an HTML report with plots."""
-    from leagues.report import league_sections
-    from tournaments.report import write_report
 
-    def run():
+    def run() -> Path:
         if not db.exists():
             raise FileNotFoundError(f"no database at {db}")
         return write_report(db, out, extra_sections=lambda out_dir: league_sections(db, out_dir))
@@ -315,9 +334,8 @@ def league_run(
     db: Annotated[Path | None, typer.Option(help="SQLite results file.")] = None,
 ) -> None:
     """Run (or resume) a league: train, evaluate, rate, repeat."""
-    from leagues.league import LeagueConfig, run_league
 
-    def run():
+    def run() -> Any:
         config = LeagueConfig.from_toml(config_path)
         path = db if db is not None else Path(f"{config.name}.db")
         return run_league(config, path)

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from arena.cli import app
+from arena.settings import field_help
+from arena_cli import app
+from tournaments.evaluate import EvalConfig
 
 runner = CliRunner()
 REAL_CATALOG = Path(__file__).resolve().parents[2].parent / "shared/data/AmazonHistoryPrice"
@@ -96,12 +98,13 @@ def test_set_overrides_a_market_field(tmp_path: Path) -> None:
     [
         (["eval", "--seller", "scripted:nobody"], "unknown scripted seller 'nobody'"),
         (["eval", "--seller", "telepathy:x"], "unknown agent kind 'telepathy'"),
-        (["eval", "--set", "num_buyerz=4"], "unknown market field(s) num_buyerz"),
+        (["eval", "--set", "num_buyerz=4"], "--set: unknown key 'num_buyerz'"),
+        (["eval", "--set", "allow_full_coverage=tru"], "expected true or false, got 'tru'"),
         (["eval", "--set", "total_turns=9"], "total_turns=9 must be < num_buyers*per_buyer_cap"),
         (["eval", "--preset", "galaxy"], "unknown preset 'galaxy'"),
         (["eval", "--catalog", "/no/such/catalogue"], "/no/such/catalogue"),
         (["eval", "--split", "validation"], "validation"),
-        (["play", "--buyer", "scripted:time?e=fast"], "e='fast'"),
+        (["play", "--buyer", "scripted:time?e=fast"], "e: expected a number, got 'fast'"),
     ],
 )
 def test_user_errors_print_one_line_and_exit_nonzero(args: list[str], needle: str) -> None:
@@ -113,7 +116,7 @@ def test_user_errors_print_one_line_and_exit_nonzero(args: list[str], needle: st
 
 def test_errors_from_the_installed_command_have_no_traceback() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "arena.cli", "eval", "--seller", "scripted:nobody"],
+        [sys.executable, "-m", "arena_cli", "eval", "--seller", "scripted:nobody"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -190,3 +193,53 @@ def test_report_on_a_database_without_a_league_has_no_league_sections(tmp_path: 
     assert result.exit_code == 0, result.output
     page = (tmp_path / "rep" / "index.html").read_text()
     assert "Leaderboard" in page and "League" not in page
+
+
+def test_option_help_comes_from_the_config_dataclasses() -> None:
+    result = runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for name in ("seed", "episodes", "max_concurrent"):
+        assert " ".join(field_help(EvalConfig, name).split()) in text
+
+
+def test_empty_estimates_are_null_in_the_json_and_a_dash_in_the_table(tmp_path: Path) -> None:
+    """Bilateral: one buyer, so first-offer rankings are never eligible (n = 0)."""
+    out = tmp_path / "m.json"
+    result = runner.invoke(
+        app, ["eval", "--preset", "bilateral", "-n", "4", "--json", str(out)],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "NaN" not in text
+    assert json.loads(text)["metrics"]["first_offer_top1_match"] == {
+        "mean": None,
+        "se": None,
+        "n": 0,
+    }
+
+
+def test_ratings_pin_the_first_scripted_seller_or_the_anchor_given(tmp_path: Path) -> None:
+    toml = tmp_path / "t.toml"
+    toml.write_text(
+        '[tournament]\nname = "t"\nepisodes = 8\nsellers = ["scripted:satisficer", '
+        '"scripted:prober"]\nbuyers = ["scripted:time"]\n'
+    )
+    db = tmp_path / "t.db"
+    assert runner.invoke(app, ["tournament", "run", str(toml), "--db", str(db)]).exit_code == 0
+
+    def ratings(*extra: str) -> dict[str, float]:
+        out = tmp_path / "r.json"
+        args = ["ratings", "--db", str(db), "--json", str(out), *extra]
+        assert runner.invoke(app, args).exit_code == 0
+        return {row["agent"]: row["rating"] for row in json.loads(out.read_text())}
+
+    default, named = ratings(), ratings("--anchor", "scripted:prober")
+    assert default["scripted:satisficer"] == 1000.0 and named["scripted:prober"] == 1000.0
+    gap = default["scripted:prober"] - default["scripted:satisficer"]
+    assert named["scripted:prober"] - named["scripted:satisficer"] == pytest.approx(gap)
+    centred = ratings("--anchor", "none")
+    assert sum(centred.values()) / 2 == pytest.approx(1000.0)
+    result = runner.invoke(app, ["ratings", "--db", str(db), "--anchor", "scripted:time"])
+    assert result.exit_code == 2 and "is not among the rated players" in result.output
