@@ -65,7 +65,9 @@ def model_spec(config: LeagueConfig, model: Path, adapter: Path | None = None) -
     if learner.train.use_vllm:
         lora = "" if adapter is None else f"lora={adapter}&"
         return f"vllm:{model}?{lora}max_tokens={tokens}"
-    # seed=none lets the hf back-end batch sampled requests (seeded ones run one at a time).
+    # seed=none: evaluation samples are not tied to per-request seeds. The hf back-end batches
+    # seeded and unseeded requests alike; the flag is kept because it is part of every stored
+    # checkpoint's spec (changing it would rename the checkpoints of existing leagues).
     return f"hf:{model}?batch_size={learner.eval_batch_size}&seed=none&max_tokens={tokens}"
 
 

@@ -59,20 +59,34 @@ class TournamentConfig:
     name: str = field(metadata=_help("Tournament name; its episodes are stored under it."))
     sellers: tuple[str, ...] = field(metadata=_help("Seller agent specs."))
     buyers: tuple[tuple[str, ...], ...] = field(
-        metadata=_help("Buyer entries; each is a pool of specs (one spec: a pool of one).")
+        metadata=_help(
+            "Buyer entries: a spec (every slot plays it) or a list of specs (a pool: each slot "
+            "draws one with the scenario's own draw)."
+        )
     )
-    preset: str = field(default="in-distribution", metadata=_help("Market preset name."))
+    preset: str = field(default="in-distribution", metadata=_help("Any preset of docs/presets.md."))
     market: Mapping[str, Any] = field(
-        default_factory=dict, metadata=_help("Preset fields to override ([tournament.market]).")
+        default_factory=dict,
+        metadata=_help("Overrides of the preset's fields ([tournament.market])."),
     )
-    episodes: int = field(default=256, metadata=_help("Episodes per seller x buyer pairing."))
-    seed: int = field(default=0, metadata=_help("Seed of the scenario list."))
+    episodes: int = field(default=256, metadata=_help("Episodes per seller x buyer-entry pairing."))
+    seed: int = field(
+        default=0,
+        metadata=_help("Seed of the scenario list; every pairing plays scenarios 0 .. episodes-1."),
+    )
     catalog: str | None = field(
-        default=None, metadata=_help("Catalogue path; None: the shipped default catalogue.")
+        default=None,
+        metadata=_help(
+            "AmazonHistoryPrice folder or catalogue JSON (relative to the TOML file); none: the "
+            "shipped catalogue."
+        ),
     )
     split: str = field(default="all", metadata=_help("Catalogue split: train, test or all."))
     keep_turns: bool = field(
-        default=True, metadata=_help("Store every message (false: outcomes and rewards only).")
+        default=True,
+        metadata=_help(
+            "Store every message (false: outcomes and rewards only, about half the file)."
+        ),
     )
 
     def __post_init__(self) -> None:
