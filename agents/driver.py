@@ -122,11 +122,13 @@ class Episode:
         self._batched[slot] = hasattr(responder, "batcher")
         responder.reset(self.context(slot))
 
-    def advance(self) -> Any | None:
+    def advance(self, stop_at: int | None = None) -> Any | None:
         """Play immediate turns until the episode ends (None) or a batched responder waits:
-        then its request is returned and the responder is :attr:`waiting`."""
+        then its request is returned and the responder is :attr:`waiting`. With ``stop_at``,
+        also stop (None) once the market has applied that many messages (a counterfactual
+        replay plays the recorded turns up to ``k``, then swaps responders)."""
         market = self.market
-        while not market.done:
+        while not market.done and (stop_at is None or market.steps < stop_at):
             slot = self._slot[market.current]
             view: View = market.view()
             responder = self.responders[slot]

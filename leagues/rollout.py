@@ -88,8 +88,10 @@ class GroupRow:
         return self.players[slot]
 
     @property
-    def episode_key(self) -> tuple[Any, ...]:
-        """Entries with equal keys can share one episode (same scenario, same seats)."""
+    def seating(self) -> tuple[Any, ...]:
+        """Entries with equal seatings can share one episode (same scenario, same seats; the
+        trained seat aside). Not an :class:`arena.records.EpisodeKey`: learner seats have no
+        spec before the episode is played."""
         sc = self.scenario
         return (sc.seed, sc.index, self.seller, self.buyers)
 
@@ -247,7 +249,7 @@ def assign_episodes(rows: Sequence[GroupRow]) -> tuple[list[GroupRow], list[int]
     seen: dict[tuple[Any, ...], list[int]] = {}
     counts: dict[tuple[tuple[Any, ...], str], int] = {}
     for row in rows:
-        key = row.episode_key
+        key = row.seating
         k = counts.get((key, row.trained), 0)
         counts[(key, row.trained)] = k + 1
         episodes = seen.setdefault(key, [])

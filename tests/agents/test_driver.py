@@ -136,9 +136,8 @@ def test_a_replay_then_a_swapped_responder_continue_the_episode_from_turn_k() ->
     k = 5
     transcript = Transcript(original.result.turns[:k], "original")
     episode = Episode(CONFIG, sc, [Replay(transcript) for _ in range(4)])
-    while transcript.position < k:
-        seat = episode.current
-        episode.market.step(episode.responder(seat).act(episode.market.view()))
+    assert episode.advance(stop_at=k) is None and not episode.done
+    assert transcript.position == k
     for seat, agent in zip(CONFIG.agents, scripted(sc, "scripted:satisficer"), strict=True):
         episode.swap(seat, agent)
     assert episode.advance() is None
