@@ -7,9 +7,9 @@ PettingZoo AEC API.
 
 | Import             | `from arena.env import MarketEnv, env`                         |
 |--------------------|----------------------------------------------------------------|
-| Actions            | Text: one protocol message (see docs/protocol.md)              |
+| Actions            | Text, at most 32,768 characters: one protocol message (docs/protocol.md) |
 | Agents             | `seller`, `buyer_1` ... `buyer_N`                              |
-| Observation space  | Dict({"text": Text}): the message an LLM reads this turn        |
+| Observation space  | Dict({"text": Text}), at most 65,536 characters: what an LLM reads |
 | Structured values  | `env.view(agent)`: `SellerView` / `BuyerView` for scripted agents |
 
 ## Turn order
@@ -20,9 +20,15 @@ on a deal, a seller [QUIT], when no channel is active, when T is spent, or on a 
 ## Observations
 The seller sees every channel's Talk and Action plus the standing-offers board. A buyer sees only
 the seller's Talk and Action addressed to it: never the seller's Thought or Target, the cost,
-other buyers' budgets or messages. An invalid buyer reply is intercepted and the same buyer is
-asked again (``max_buyer_retries`` times, then its channel closes as quit); in a market with
-``penalize_buyer_violations`` the violation ends the episode instead.
+other buyers' budgets or messages. Another party's Talk is quoted so that none of its lines can
+pass for a line of the environment (docs/protocol.md, "Quoting"). The text is rendered when
+``observe`` is called, once per step; after the end every agent reads ``FINISHED_TEXT``.
+
+An action that is not text (``None`` included), longer than the cap, or not a valid message is a
+format violation with a reason (``not_text``, ``too_long``, ...), never an exception. An invalid
+buyer reply is intercepted and the same buyer is asked again (``max_buyer_retries`` times, then
+its channel closes as quit); in a market with ``penalize_buyer_violations`` the violation ends the
+episode instead.
 
 ## Rewards
 Terminal only. Seller: equation (1), ``min(1, (P - C)/(P_list - C))`` on a deal, 0 without one,
@@ -35,6 +41,10 @@ a given scenario (how tournaments keep comparisons paired).
 
 ## Version history
 * v0: initial release (single- and multi-product markets).
+* v0, issue 12: actions capped at 32,768 characters (``too_long``); prices with non-ASCII digits,
+  sub-cent precision or of a trillion dollars or more are refused; another party's Talk is quoted;
+  ``step(None)`` is ``not_text``; observations after the end read ``FINISHED_TEXT``. Episodes of
+  messages accepted before and after play identically.
 """
 
 from __future__ import annotations
