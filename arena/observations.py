@@ -37,9 +37,9 @@ def quote(talk: str, limit: int = QUOTE_CHARS) -> str:
     Honest talk (one line of printable text, no square brackets or double quotes, at most
     ``limit`` characters) is shown as written. Anything else is shown on one line between double
     quotes: line breaks become `` / ``, runs of whitespace and control or format characters one
-    space, ``[ ]`` become ``( )`` and ``"`` becomes ``'``, and text past ``limit`` characters is
-    cut with a count. No part of it can then start a line (a fake ``Buyer 2 says:``, a fake board
-    or ``Seller action:``), read as an ``[ACTION]`` tag, or close the quotation early.
+    space, ``[ ]`` become ``( )`` and ``"`` becomes ``'``, and past ``limit`` characters it is cut,
+    with the talk's full length. No part of it can then start a line (a fake ``Buyer 2 says:``, a
+    fake board or ``Seller action:``), read as an ``[ACTION]`` tag, or close the quotation early.
     """
     if (
         len(talk) <= limit
@@ -53,9 +53,9 @@ def quote(talk: str, limit: int = QUOTE_CHARS) -> str:
     text = " / ".join(line for line in lines if line)
     if not text.isprintable():
         text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    more = len(talk) - limit
-    cut = f"... ({more:,} more characters)" if more > 0 else ""
-    return f'"{text.translate(_NEUTRAL)}{cut}"'
+    if len(talk) > limit or len(text) > limit:
+        text = f"{text[:limit]}... (cut; {len(talk):,} characters in all)"
+    return f'"{text.translate(_NEUTRAL)}"'
 
 
 def _fit(text: str) -> str:

@@ -120,6 +120,12 @@ _INDEX_DIGITS = 9
 """A Target or Product with more digits is out of every range; it is read as 10**9."""
 
 
+def _shown(raw: str) -> str:
+    """``raw`` as it appears in a violation's detail: quoted, and cut when long."""
+    raw = raw.strip()
+    return repr(raw if len(raw) <= 60 else raw[:60] + "...")
+
+
 def split_reasoning(text: str) -> tuple[str, str]:
     """Split a leading ``<think>...</think>`` block off ``text``: (reasoning, rest)."""
     start = len(text) - len(text.lstrip())
@@ -187,26 +193,28 @@ def _parse_price(raw: str) -> float | FormatViolation:
         negative, text = True, text[1:].lstrip()
     number = text.rstrip()
     if number.lower() in _NON_FINITE:
-        return FormatViolation("non_finite_price", f"price {raw!r} is not a finite number")
+        return FormatViolation("non_finite_price", f"price {_shown(raw)} is not a finite number")
     whole, dot, fraction = number.partition(".")
     if "," in whole:
         groups = whole.split(",")
         grouped = 1 <= len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:])
         whole = "".join(groups) if grouped else "?"
     if not (whole or fraction) or (dot and not fraction):
-        return FormatViolation("bad_price", f"cannot read a price from {raw!r}")
+        return FormatViolation("bad_price", f"cannot read a price from {_shown(raw)}")
     digits = whole + fraction
     if not digits.isdecimal():
-        return FormatViolation("bad_price", f"cannot read a price from {raw!r}")
+        return FormatViolation("bad_price", f"cannot read a price from {_shown(raw)}")
     if not digits.isascii():
-        return FormatViolation("non_ascii_price", f"write the price {raw!r} with digits 0-9")
+        return FormatViolation("non_ascii_price", f"write the price {_shown(raw)} with digits 0-9")
     if negative:
-        return FormatViolation("negative_price", f"price {raw!r} is negative")
+        return FormatViolation("negative_price", f"price {_shown(raw)} is negative")
     whole = whole.lstrip("0")
     if len(whole) > MAX_PRICE_DIGITS:
-        return FormatViolation("price_too_large", f"price {raw!r} is $1,000,000,000,000 or more")
+        return FormatViolation(
+            "price_too_large", f"price {_shown(raw)} is $1,000,000,000,000 or more"
+        )
     if fraction[2:].strip("0"):
-        return FormatViolation("sub_cent_price", f"price {raw!r} has fractions of a cent")
+        return FormatViolation("sub_cent_price", f"price {_shown(raw)} has fractions of a cent")
     return (int(whole or "0") * 100 + int(fraction[:2].ljust(2, "0"))) / 100
 
 
@@ -224,9 +232,9 @@ def _parse_action(
     text = text.strip(_EMPHASIS)
     tags = _action_tags(text)
     if not tags:
-        return FormatViolation("missing_action", f"no [ACTION] tag in {raw.strip()!r}")
+        return FormatViolation("missing_action", f"no [ACTION] tag in {_shown(raw)}")
     if len(tags) > 1:
-        return FormatViolation("multiple_actions", f"{len(tags)} action tags in {raw.strip()!r}")
+        return FormatViolation("multiple_actions", f"{len(tags)} action tags in {_shown(raw)}")
     start, end, word = tags[0]
     kind = _KINDS.get(word.upper())
     if kind is None:
@@ -237,7 +245,9 @@ def _parse_action(
     # A trailing full stop is punctuation; a leading one is a decimal point (".50" is 50 cents).
     after = text[end:].lstrip(_EMPHASIS).rstrip(_EMPHASIS + ".")
     if before:
-        return FormatViolation("text_before_action", f"unexpected {before!r} before the action")
+        return FormatViolation(
+            "text_before_action", f"unexpected {_shown(before)} before the action"
+        )
     if not after:
         if kind in price_required:
             return FormatViolation("missing_price", f"[{kind.value}] needs a price")
@@ -261,7 +271,7 @@ def _parse_index(raw: str, pattern: re.Pattern[str], name: str) -> int | FormatV
         match = pattern.match(text)
         if match is None:
             return FormatViolation(
-                f"non_integer_{name}", f"{name} {raw.strip()!r} is not an integer (digits 0-9)"
+                f"non_integer_{name}", f"{name} {_shown(raw)} is not an integer (digits 0-9)"
             )
         digits = match.group(1)
     digits = digits.lstrip("0") or "0"

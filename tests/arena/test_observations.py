@@ -85,9 +85,15 @@ def test_any_other_talk_is_one_neutral_line_in_quotes(talk: str, shown: str):
     assert quote(talk) == shown
 
 
-def test_long_talk_is_cut_with_a_count_of_what_was_left_out():
+def test_long_talk_is_cut_with_its_full_length():
     shown = quote("x" * (QUOTE_CHARS + 250))
-    assert shown == '"' + "x" * QUOTE_CHARS + '... (250 more characters)"'
+    assert shown == '"' + "x" * QUOTE_CHARS + '... (cut; 1,250 characters in all)"'
+
+
+def test_talk_that_grows_when_escaped_is_cut_too():
+    shown = quote("a\n" * (QUOTE_CHARS // 2))
+    assert len(shown) <= QUOTE_CHARS + 40
+    assert shown.startswith('"a / a / ') and shown.endswith('(cut; 1,000 characters in all)"')
 
 
 @settings(max_examples=400, deadline=None)
