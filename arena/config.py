@@ -113,6 +113,7 @@ class MarketConfig:
             )
         _check_interval("budget_range", self.budget_range)
         _check_interval("first_offer_range", self.first_offer_range)
+        _check_openings_fit_budgets(self)
         if not 0.0 <= self.valuation_correlation <= 1.0:
             raise ValueError("valuation_correlation must lie in [0, 1]")
         if not (math.isfinite(self.product_spread) and 0.0 <= self.product_spread < 1.0):
@@ -134,6 +135,34 @@ def _check_positive_int(cfg: MarketConfig, *names: str) -> None:
         value = getattr(cfg, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_openings_fit_budgets(cfg: MarketConfig) -> None:
+    """Regulated openings must not exceed any budget the market can draw (Section 3.3).
+
+    A buyer's budget for its opening product is at least the lowest budget ratio times the list
+    price (times ``1 - product_spread`` with several products); an opening drawn above it would
+    be over budget and re-sampled until the buyer's channel closes."""
+    if not cfg.regulate_first_offer:
+        return
+    if cfg.budget_mode == "tiers":
+        lowest = min(t[0] for t in cfg.budget_tiers)
+        where = f"the lowest budget_tiers interval starts at {lowest:g}"
+    else:
+        lowest = cfg.budget_range[0]
+        where = f"budget_range starts at {lowest:g}"
+    floor = lowest
+    if cfg.num_products > 1:
+        floor = lowest * (1.0 - cfg.product_spread)
+        where += f", times 1 - product_spread = {floor:.4g}"
+    high = cfg.first_offer_range[1]
+    if high > floor + 1e-12:
+        raise ValueError(
+            f"first_offer_range={tuple(cfg.first_offer_range)} lets regulated openings reach "
+            f"{high:g} x list price, but a buyer's budget can be as low as {floor:.4g} x list "
+            f"price ({where}), so some openings would be over budget. Lower first_offer_range "
+            f"to at most {floor:.4g}, raise the budgets, or set regulate_first_offer=false"
+        )
 
 
 def _check_interval(name: str, interval: Interval) -> None:

@@ -7,9 +7,9 @@ PettingZoo AEC API.
 
 | Import             | `from arena.env import MarketEnv, env`                         |
 |--------------------|----------------------------------------------------------------|
-| Actions            | Text: one protocol message (see docs/protocol.md)              |
+| Actions            | Text, at most 32,768 characters: one protocol message (docs/protocol.md) |
 | Agents             | `seller`, `buyer_1` ... `buyer_N`                              |
-| Observation space  | Dict({"text": Text}): the message an LLM reads this turn        |
+| Observation space  | Dict({"text": Text}), at most 65,536 characters: what an LLM reads |
 | Structured values  | `env.view(agent)`: `SellerView` / `BuyerView` for scripted agents |
 
 ## Turn order
@@ -20,9 +20,15 @@ on a deal, a seller [QUIT], when no channel is active, when T is spent, or on a 
 ## Observations
 The seller sees every channel's Talk and Action plus the standing-offers board. A buyer sees only
 the seller's Talk and Action addressed to it: never the seller's Thought or Target, the cost,
-other buyers' budgets or messages. An invalid buyer reply is intercepted and the same buyer is
-asked again (``max_buyer_retries`` times, then its channel closes as quit); in a market with
-``penalize_buyer_violations`` the violation ends the episode instead.
+other buyers' budgets or messages. Another party's Talk is quoted so that none of its lines can
+pass for a line of the environment (docs/protocol.md, "Quoting"). The text is rendered when
+``observe`` is called, once per step; after the end every agent reads ``FINISHED_TEXT``.
+
+An action that is not text (``None`` included), longer than the cap, or not a valid message is a
+format violation with a reason (``not_text``, ``too_long``, ...), never an exception. An invalid
+buyer reply is intercepted and the same buyer is asked again (``max_buyer_retries`` times, then
+its channel closes as quit); in a market with ``penalize_buyer_violations`` the violation ends the
+episode instead.
 
 ## Rewards
 Terminal only. Seller: equation (1), ``min(1, (P - C)/(P_list - C))`` on a deal, 0 without one,
@@ -35,6 +41,10 @@ a given scenario (how tournaments keep comparisons paired).
 
 ## Version history
 * v0: initial release (single- and multi-product markets).
+* v0, issue 12: actions capped at 32,768 characters (``too_long``); prices with non-ASCII digits,
+  sub-cent precision or of a trillion dollars or more are refused; another party's Talk is quoted;
+  ``step(None)`` is ``not_text``; observations after the end read ``FINISHED_TEXT``. Episodes of
+  messages accepted before and after play identically.
 """
 
 from __future__ import annotations
@@ -50,12 +60,14 @@ from pettingzoo import AECEnv
 from arena.catalog import Product, default_catalog
 from arena.config import MarketConfig, get_preset
 from arena.game import BuyerView, Market, SellerView
-from arena.observations import buyer_text, seller_text
+from arena.observations import MAX_OBSERVATION_CHARS, ObservationRenderer
+from arena.protocol import MAX_MESSAGE_CHARS
 from arena.records import ENV_VERSION, EpisodeResult
 from arena.scenarios import Scenario, make_scenario
 from arena.seats import buyer_seat
 
-MAX_TEXT = 65_536
+FINISHED_TEXT = "The negotiation is over."
+"""Every agent's observation once the episode has ended (outcome and rewards are in infos)."""
 
 
 class AnyText(spaces.Text):
@@ -91,15 +103,22 @@ class MarketEnv(AECEnv):
         self.render_mode = render_mode
         self.possible_agents = self.config.agents
         self.observation_spaces = {
-            a: spaces.Dict({"text": AnyText(max_length=MAX_TEXT, min_length=0)})
+            a: spaces.Dict({"text": AnyText(max_length=MAX_OBSERVATION_CHARS, min_length=0)})
             for a in self.possible_agents
         }
         charset = string.ascii_letters + string.digits + " $.:[]\n"
         self.action_spaces = {
-            a: AnyText(max_length=2048, min_length=0, charset=charset) for a in self.possible_agents
+            a: AnyText(max_length=MAX_MESSAGE_CHARS, min_length=0, charset=charset)
+            for a in self.possible_agents
         }
         self._rng = np.random.default_rng()
         self.market: Market | None = None
+        self._renderer = ObservationRenderer()
+        self._view: SellerView | BuyerView | None = None
+        self._text = ""
+        self._view_of: tuple[str, int] | None = None
+        self._text_of: tuple[str, int] | None = None
+        """(agent, market step) of the kept view and text."""
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
@@ -117,7 +136,8 @@ class MarketEnv(AECEnv):
             list_seed = seed if seed is not None else int(self._rng.integers(2**31 - 1))
             scenario = make_scenario(self.config, self.catalog, list_seed, 0)
         self.market = Market(self.config, scenario)
-        self._cached: tuple[str, int, SellerView | BuyerView] | None = None
+        self._renderer = ObservationRenderer()
+        self._view_of = self._text_of = None
         self.agents = self.possible_agents[:]
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
@@ -137,21 +157,26 @@ class MarketEnv(AECEnv):
         return self.market
 
     def view(self, agent: str) -> SellerView | BuyerView:
-        """The structured observation of ``agent`` (what scripted agents read)."""
+        """The structured observation of ``agent`` (what scripted agents read).
+
+        Built on demand and kept until the next step, so ``last()`` and the acting agent share it.
+        """
         market = self._market
-        if self._cached is not None and self._cached[:2] == (agent, market.steps):
-            return self._cached[2]
-        if agent == "seller":
-            view: SellerView | BuyerView = market.seller_view()
-        else:
-            view = market.buyer_view(self.possible_agents.index(agent) - 1)
-        self._cached = (agent, market.steps, view)
-        return view
+        if self._view_of != (agent, market.steps):
+            self._view = market.view(agent)
+            self._view_of = (agent, market.steps)
+        return self._view  # type: ignore[return-value]
 
     def observe(self, agent: str) -> dict[str, str]:
-        view = self.view(agent)
-        text = seller_text(view) if isinstance(view, SellerView) else buyer_text(view)
-        return {"text": text}
+        """The text an LLM reads, rendered only when asked for and once per step; after the end
+        of the episode every agent reads :data:`FINISHED_TEXT`."""
+        market = self._market
+        if market.done:
+            return {"text": FINISHED_TEXT}
+        if self._text_of != (agent, market.steps):
+            self._text = self._renderer.text(self.view(agent))
+            self._text_of = (agent, market.steps)
+        return {"text": self._text}
 
     def result(self) -> EpisodeResult:
         """Outcome and rewards of the finished episode."""
@@ -164,24 +189,25 @@ class MarketEnv(AECEnv):
             return
         self._cumulative_rewards[agent] = 0.0
         market = self._market
-        market.step(action if isinstance(action, str) else "")
-        if market.done:
-            result = market.result()
-            self.rewards = {"seller": result.seller_reward}
-            for i, reward in enumerate(result.buyer_rewards):
+        market.step(action)  # type: ignore[arg-type]  # a non-text action is a `not_text` violation
+        if not market.done:
+            # Rewards are terminal only: every reward stays 0 until the episode ends.
+            self.agent_selection = market.current
+        else:
+            paid = market.payoffs()
+            self.rewards = {"seller": paid.seller_reward}
+            for i, reward in enumerate(paid.buyer_rewards):
                 self.rewards[buyer_seat(i)] = reward
             info = {
-                "outcome": result.outcome,
-                "termination": result.termination,
-                "violation": result.violation,
+                "outcome": paid.outcome,
+                "termination": market.termination,
+                "violation": paid.violation,
             }
             for a in self.agents:
                 self.terminations[a] = True
                 self.infos[a] = dict(info)
             self.agent_selection = self.agents[0]
-        else:
-            self.agent_selection = market.current
-        self._accumulate_rewards()
+            self._accumulate_rewards()
         if self.render_mode == "human":
             self.render()
 

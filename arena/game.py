@@ -13,11 +13,20 @@ does the turn accounting of Section 3.1:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import functools
+from dataclasses import replace
+from typing import NamedTuple
 
 from arena.catalog import Product
 from arena.config import MarketConfig
-from arena.protocol import BuyerMessage, FormatViolation, Kind, parse_buyer, parse_seller
+from arena.protocol import (
+    BuyerMessage,
+    FormatViolation,
+    Kind,
+    SellerMessage,
+    parse_buyer,
+    parse_seller,
+)
 from arena.records import Deal, EpisodeResult, Event, TurnRecord
 from arena.rewards import VIOLATION_REWARD, buyer_surplus_ratio, seller_reward
 from arena.rules import (
@@ -29,89 +38,22 @@ from arena.rules import (
     status_after_reply,
 )
 from arena.scenarios import Scenario
-from arena.seats import SELLER, buyer_index, buyer_seat
+from arena.seats import SELLER, buyer_index, buyer_seat, buyer_seats
+from arena.views import BuyerView, ChannelView, SellerView
+
+_KIND_TEXT = {kind: kind.value for kind in Kind}
+"""The stored text of each kind (``Kind.value`` is a slow property lookup)."""
 
 
-@dataclass(frozen=True)
-class ChannelView:
-    """The public state of one buyer channel, as the seller's board shows it."""
-
-    status: Status
-    used: int
-    remaining: int
-    events: tuple[Event, ...]
-    bids: dict[int, float]
-    """The buyer's standing [BUY] price per product."""
-    offers: dict[int, float]
-    """The seller's latest [SELL] price to this buyer per product."""
-
-    @property
-    def bid(self) -> float | None:
-        """Standing bid on product 0 (single-product markets)."""
-        return self.bids.get(0)
-
-
-@dataclass(frozen=True)
-class SellerView:
-    """Everything the seller may know at its turn (Section 3.1 state s_t), structured."""
-
-    turn: int
-    remaining_turns: int
-    per_buyer_cap: int
-    products: tuple[Product, ...]
-    stock: tuple[int, ...]
-    channels: tuple[ChannelView, ...]
-    new_events: tuple[tuple[int, Event], ...]
-    """(buyer, event) pairs that arrived since the seller's previous turn."""
-
-    @property
-    def costs(self) -> tuple[float, ...]:
-        return tuple(p.cost for p in self.products)
-
-    @property
-    def active(self) -> list[int]:
-        return [i for i, c in enumerate(self.channels) if c.status is Status.ACTIVE]
-
-
-@dataclass(frozen=True)
-class BuyerView:
-    """Everything buyer ``buyer`` may know: its own channel and private values only."""
-
-    buyer: int
-    turn: int
-    opening: bool
-    products: tuple[Product, ...]
-    """Public product data; ``cost`` is masked to 0.0 (the seller's cost is private)."""
-    valuations: tuple[float, ...]
-    regulated_opening: float | None
-    opening_product: int
-    max_rounds: int
-    """K: the most seller messages this channel can receive."""
-    events: tuple[Event, ...]
-    offers: dict[int, float]
-    bids: dict[int, float]
-    rejected: str | None
-    """Why this buyer's previous attempt was intercepted, when it is being re-sampled."""
-
-    @property
-    def budget(self) -> float:
-        return self.valuations[0]
-
-    @property
-    def list_price(self) -> float:
-        return self.products[0].list_price
-
-    @property
-    def offer(self) -> float | None:
-        return self.offers.get(0)
-
-    @property
-    def bid(self) -> float | None:
-        return self.bids.get(0)
+@functools.lru_cache(maxsize=4096)
+def _public(product: Product) -> Product:
+    """The product as buyers see it: the seller's cost is sealed (Section 3.1)."""
+    return replace(product, cost=0.0)
 
 
 class _Channel:
     __slots__ = (
+        "_view",
         "bids",
         "engaged",
         "events",
@@ -135,6 +77,44 @@ class _Channel:
         self.failed = False
         self.engaged = False
         self.rejected: str | None = None
+        self._view: ChannelView | None = None
+
+    def add(self, event: Event) -> None:
+        """Append a public move (its bid or offer is set in the same step)."""
+        self.events.append(event)
+        self._view = None
+
+    def charge(self, status: Status) -> None:
+        """One more exchange on this channel, after which its status is ``status``."""
+        self.used += 1
+        self.status = status
+        self._view = None
+
+    def view(self, cap: int) -> ChannelView:
+        """The board's view of this channel, rebuilt only after :meth:`add` or :meth:`charge`
+        (the only changes a view shows besides the bids and offers that come with an event)."""
+        if self._view is None:
+            self._view = ChannelView(
+                self.status,
+                self.used,
+                cap - self.used,
+                tuple(self.events),
+                dict(self.bids),
+                dict(self.offers),
+            )
+        return self._view
+
+
+class Payoffs(NamedTuple):
+    """How an episode ended and what each side earned (Section 3.2), without the transcript."""
+
+    outcome: str
+    """"deal", "no_deal", "violation" or "error"."""
+    seller_reward: float
+    buyer_rewards: tuple[float, ...]
+    violation: str | None
+    violation_reason: str | None
+    violation_by: str | None
 
 
 class Market:
@@ -150,23 +130,29 @@ class Market:
         self.scenario = scenario
         self.keep_turns = keep_turns
         self.multi = scenario.num_products > 1
-        # Buyers see the public product data only: the seller's cost is sealed (Section 3.1).
-        self._public_products = tuple(replace(p, cost=0.0) for p in scenario.products)
+        self._public_products = tuple(_public(p) for p in scenario.products)
+        self._costs = scenario.costs
+        self._seats = buyer_seats(config.num_buyers)
+        self._cap = config.per_buyer_cap
         self.channels = [_Channel() for _ in range(config.num_buyers)]
+        self._bids = [c.bids for c in self.channels]
         self.stock = list(scenario.stock)
         self.remaining = config.total_turns
         self.turn = 0
         self.deals: list[Deal] = []
-        self.turns: list[TurnRecord] = []
+        self._rows: list[tuple] = []
+        self._turns: list[TurnRecord] = []
         self.attempts = 0
         self.violation: tuple[Violation, str, str] | None = None
         self.termination: str | None = None
         self._error: str | None = None
+        self._payoffs: Payoffs | None = None
+        self._result: EpisodeResult | None = None
         self._seller_seen = 0
         self._log: list[tuple[int, Event]] = []
         self.phase = "opening"
         self.buyer = 0
-        self.current = buyer_seat(0)
+        self.current = self._seats[0]
         self.steps = 0
         """Messages applied so far (valid or not): a cheap version stamp for caches."""
 
@@ -179,45 +165,43 @@ class Market:
         seat = self.current if seat is None else seat
         if not seat:
             raise RuntimeError("the episode is over: nobody is to act")
-        return self.seller_view() if seat == SELLER else self.buyer_view(buyer_index(seat))
+        if seat == SELLER:
+            return self.seller_view()
+        return self.buyer_view(self.buyer if seat == self.current else buyer_index(seat))
 
     def seller_view(self) -> SellerView:
         K = self.config.per_buyer_cap
-        channels = tuple(
-            ChannelView(c.status, c.used, K - c.used, tuple(c.events), dict(c.bids), dict(c.offers))
-            for c in self.channels
-        )
         return SellerView(
-            turn=self.turn + 1,
-            remaining_turns=self.remaining,
-            per_buyer_cap=K,
-            products=self.scenario.products,
-            stock=tuple(self.stock),
-            channels=channels,
-            new_events=tuple(self._log[self._seller_seen :]),
+            self.turn + 1,
+            self.remaining,
+            K,
+            self.scenario.products,
+            tuple(self.stock),
+            tuple([c.view(K) for c in self.channels]),
+            tuple(self._log[self._seller_seen :]),
         )
 
     def buyer_view(self, buyer: int) -> BuyerView:
         c = self.channels[buyer]
         sc = self.scenario
         return BuyerView(
-            buyer=buyer,
-            turn=self.turn,
-            opening=self.phase == "opening",
-            products=self._public_products,
-            valuations=sc.valuations[buyer],
-            regulated_opening=sc.first_offers[buyer],
-            opening_product=sc.opening_products[buyer],
-            max_rounds=self.config.per_buyer_cap,
-            events=tuple(c.events),
-            offers=dict(c.offers),
-            bids=dict(c.bids),
-            rejected=c.rejected,
+            buyer,
+            self.turn,
+            self.phase == "opening",
+            self._public_products,
+            sc.valuations[buyer],
+            sc.first_offers[buyer],
+            sc.opening_products[buyer],
+            self.config.per_buyer_cap,
+            tuple(c.events),
+            dict(c.offers),
+            dict(c.bids),
+            c.rejected,
         )
 
     def step(self, text: str, tokens_in: int = 0, tokens_out: int = 0) -> None:
         """Apply the current agent's message."""
-        if self.done:
+        if self.termination is not None:
             raise RuntimeError("the episode is over; start a new Market")
         self.steps += 1
         if self.phase == "seller":
@@ -230,48 +214,46 @@ class Market:
         self.termination = "error"
         self.violation = None
         self._error = reason
+        self._payoffs = self._result = None
 
     def _record(
         self,
         agent: str,
         to: str,
         text: str,
-        msg: object,
+        msg: SellerMessage | BuyerMessage | FormatViolation,
         reason: str | None,
         tokens_in: int,
         tokens_out: int,
     ) -> None:
         if not self.keep_turns:
             return
-        ok = not isinstance(msg, FormatViolation) and reason is None
-        kind = price = product = None
-        if not isinstance(msg, FormatViolation):
-            kind, price, product = msg.kind.value, msg.price, msg.product  # type: ignore[attr-defined]
-        self.turns.append(
-            TurnRecord(
-                len(self.turns),
-                agent,
-                to,
-                text,
-                kind,
-                price,
-                product,
-                ok,
-                reason,
-                tokens_in,
-                tokens_out,
-            )
+        if not isinstance(text, str):
+            text = ""  # the transcript holds text; the reason says it was none (`not_text`)
+        if isinstance(msg, FormatViolation):
+            kind = price = product = None
+        else:
+            kind, price, product = _KIND_TEXT[msg.kind], msg.price, msg.product
+        valid = reason is None and kind is not None
+        self._rows.append(
+            (agent, to, text, kind, price, product, valid, reason, tokens_in, tokens_out)
         )
+
+    @property
+    def turns(self) -> list[TurnRecord]:
+        """The transcript so far, every message as sent, valid or not (built when read)."""
+        for index in range(len(self._turns), len(self._rows)):
+            self._turns.append(TurnRecord(index, *self._rows[index]))
+        return self._turns
 
     def _seller_step(self, text: str, tokens_in: int, tokens_out: int) -> None:
         msg = parse_seller(text, self.multi)
         self.turn += 1
         self._seller_seen = len(self._log)
-        bids = [c.bids for c in self.channels]
         statuses = [c.status for c in self.channels]
-        found = seller_violation(msg, statuses, bids, self.scenario.costs, self.stock)
+        found = seller_violation(msg, statuses, self._bids, self._costs, self.stock)
         to = (
-            buyer_seat(msg.buyer)
+            self._seat(msg.buyer)
             if not isinstance(msg, FormatViolation) and msg.kind is not Kind.QUIT
             else "all"
         )
@@ -287,15 +269,15 @@ class Market:
         buyer, product = msg.buyer, msg.product if msg.product is not None else 0
         channel = self.channels[buyer]
         channel.engaged = True
-        event = Event(self.turn, "seller", msg.kind.value, msg.price, msg.product, msg.talk)
-        channel.events.append(event)
+        event = Event(self.turn, "seller", _KIND_TEXT[msg.kind], msg.price, msg.product, msg.talk)
+        channel.add(event)
         assert msg.price is not None
         if msg.kind is Kind.DEAL:
             self._close(buyer, product, msg.price, "seller")
             self._account(buyer, quit=False, closed=True)
             return
         channel.offers[product] = msg.price
-        self.phase, self.buyer, self.current = "reply", buyer, buyer_seat(buyer)
+        self.phase, self.buyer, self.current = "reply", buyer, self._seats[buyer]
         self.attempts = 0
 
     def _buyer_step(self, text: str, tokens_in: int, tokens_out: int) -> None:
@@ -340,12 +322,12 @@ class Market:
             channel.bids[product] = msg.price
             if opening and channel.first_bid is None:
                 channel.first_bid = msg.price
-        event = Event(self.turn, "buyer", msg.kind.value, msg.price, msg.product, msg.talk)
-        channel.events.append(event)
+        event = Event(self.turn, "buyer", _KIND_TEXT[msg.kind], msg.price, msg.product, msg.talk)
+        channel.add(event)
         self._log.append((i, event))
         if opening:
             if channel.failed:
-                channel.status = Status.QUIT
+                channel.status = Status.QUIT  # an opening costs no exchange
             self._next_opening()
             return
         if msg.kind is Kind.DEAL:
@@ -353,10 +335,14 @@ class Market:
             self._close(i, product, channel.offers[product], "buyer")
         self._account(i, quit=msg.kind is Kind.QUIT, closed=msg.kind is Kind.DEAL)
 
+    def _seat(self, buyer: int) -> str:
+        """The seat name of ``buyer``, also for an out-of-range target (``buyer_0``)."""
+        return self._seats[buyer] if 0 <= buyer < len(self._seats) else buyer_seat(buyer)
+
     def _next_opening(self) -> None:
         self.buyer += 1
         if self.buyer < self.config.num_buyers:
-            self.current = buyer_seat(self.buyer)
+            self.current = self._seats[self.buyer]
             return
         if not any(c.status is Status.ACTIVE for c in self.channels):
             self._finish("market_exhausted")
@@ -370,12 +356,9 @@ class Market:
     def _account(self, buyer: int, quit: bool, closed: bool) -> None:
         """Charge one exchange to T and to u_i, update z_i, check termination (Section 3.1)."""
         channel = self.channels[buyer]
-        channel.used += 1
         self.remaining -= 1
-        if closed:
-            channel.status = Status.CLOSED
-        else:
-            channel.status = status_after_reply(channel.used, self.config.per_buyer_cap, quit)
+        status = Status.CLOSED if closed else status_after_reply(channel.used + 1, self._cap, quit)
+        channel.charge(status)
         over = market_over([c.status for c in self.channels], self.remaining, self.stock)
         if over is not None:
             self._finish(over)
@@ -386,15 +369,19 @@ class Market:
         self.termination = termination
         self.phase, self.current = "done", ""
 
-    def result(self) -> EpisodeResult:
-        """The episode's outcome and rewards; call once ``done``."""
+    def payoffs(self) -> Payoffs:
+        """Outcome and rewards of the finished episode, without the transcript (cheap)."""
         if not self.done:
             raise RuntimeError("the episode is not over yet")
+        if self._payoffs is None:
+            self._payoffs = self._settle()
+        return self._payoffs
+
+    def _settle(self) -> Payoffs:
         sc = self.scenario
         n = sc.num_buyers
         buyer_rewards = [0.0] * n
         violation = reason = by = None
-        error = self._error
         if self.termination == "error":
             outcome, seller = "error", 0.0
         elif self.violation is not None and self.violation[2] == "seller":
@@ -415,22 +402,29 @@ class Market:
                 )
                 buyer_rewards[buyer_index(by)] = VIOLATION_REWARD
                 outcome = "violation"
-        return EpisodeResult(
-            outcome=outcome,
-            termination=self.termination or "",
-            violation=violation,
-            violation_reason=reason,
-            violation_by=by,
-            deals=tuple(self.deals),
-            seller_reward=seller,
-            buyer_rewards=tuple(buyer_rewards),
-            seller_turns=self.turn,
-            messages_per_buyer=tuple(c.used for c in self.channels),
-            engaged=tuple(c.engaged for c in self.channels),
-            first_bids=tuple(c.first_bid for c in self.channels),
-            buyer_resamples=tuple(c.resamples for c in self.channels),
-            buyer_failures=tuple(c.failed for c in self.channels),
-            statuses=tuple(c.status.value for c in self.channels),
-            turns=tuple(self.turns),
-            error=error,
-        )
+        return Payoffs(outcome, seller, tuple(buyer_rewards), violation, reason, by)
+
+    def result(self) -> EpisodeResult:
+        """The episode's outcome, rewards and transcript; call once ``done`` (built once)."""
+        if self._result is None:
+            paid = self.payoffs()
+            self._result = EpisodeResult(
+                outcome=paid.outcome,
+                termination=self.termination or "",
+                violation=paid.violation,
+                violation_reason=paid.violation_reason,
+                violation_by=paid.violation_by,
+                seller_reward=paid.seller_reward,
+                buyer_rewards=paid.buyer_rewards,
+                deals=tuple(self.deals),
+                seller_turns=self.turn,
+                messages_per_buyer=tuple(c.used for c in self.channels),
+                engaged=tuple(c.engaged for c in self.channels),
+                first_bids=tuple(c.first_bid for c in self.channels),
+                buyer_resamples=tuple(c.resamples for c in self.channels),
+                buyer_failures=tuple(c.failed for c in self.channels),
+                statuses=tuple(c.status.value for c in self.channels),
+                turns=tuple(self.turns),
+                error=self._error,
+            )
+        return self._result

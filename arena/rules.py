@@ -148,9 +148,9 @@ def market_over(
     statuses: Sequence[Status], remaining_turns: int, stock: Sequence[int]
 ) -> str | None:
     """Termination after a completed exchange (Section 3.1 conditions 1, 3 and 4), or None."""
-    if all(s <= 0 for s in stock):
+    if max(stock) <= 0:
         return "deal"
-    if not any(is_active(s) for s in statuses):
+    if Status.ACTIVE not in statuses:
         return "market_exhausted"
     if remaining_turns <= 0:
         return "turn_limit"

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from arena.catalog import default_catalog
 from arena.config import (
     PAPER_TIERS,
     PRESETS,
@@ -17,6 +18,7 @@ from arena.config import (
     parse_assignments,
     preset_names,
 )
+from arena.scenarios import make_scenarios
 from arena.seats import buyer_seats
 
 
@@ -163,9 +165,9 @@ def test_budget_tiers_override_accepts_both_spellings():
 def test_non_string_overrides_from_toml_are_accepted():
     cfg = get_preset(
         "in-distribution",
-        {"budget_tiers": [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]], "first_offer_range": [0.2, 0.25]},
+        {"budget_tiers": [[0.3, 0.4], [0.5, 0.6], [0.7, 0.8]], "first_offer_range": [0.2, 0.25]},
     )
-    assert cfg.budget_tiers == ((0.1, 0.2), (0.3, 0.4), (0.5, 0.6))
+    assert cfg.budget_tiers == ((0.3, 0.4), (0.5, 0.6), (0.7, 0.8))
     assert cfg.first_offer_range == (0.2, 0.25)
 
 
@@ -235,3 +237,54 @@ def test_config_to_dict_is_json_ready_and_round_trips():
     rebuilt = apply_overrides(MarketConfig(), data)
     assert rebuilt == cfg
     assert dataclasses.asdict(rebuilt) == config_to_dict(cfg)
+
+
+# --- regulated openings must fit the budgets (issue 12) -----------------------------------------
+
+
+def test_regulated_openings_above_the_lowest_tier_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"first_offer_range=\(0.5, 0.6\)") as info:
+        get_preset("in-distribution", parse_assignments(["first_offer_range=0.5,0.6"]))
+    message = str(info.value)
+    assert "as low as 0.4 x list price" in message
+    assert "Lower first_offer_range to at most 0.4" in message
+    assert "regulate_first_offer=false" in message
+
+
+def test_regulated_openings_above_the_uniform_range_are_refused():
+    with pytest.raises(ValueError, match=r"budget_range starts at 0\.5"):
+        MarketConfig(budget_mode="uniform", budget_range=(0.5, 1.0), first_offer_range=(0.4, 0.6))
+
+
+def test_several_products_leave_room_for_the_valuation_spread():
+    cfg = get_preset("multi-product")
+    floor = cfg.budget_range[0] * (1 - cfg.product_spread)
+    with pytest.raises(ValueError, match="product_spread"):
+        apply_overrides(cfg, {"first_offer_range": f"0.3,{floor + 0.01:.4f}"})
+    assert (
+        apply_overrides(cfg, {"first_offer_range": f"0.3,{floor:.4f}"}).first_offer_range[1]
+        <= floor
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"first_offer_range": "0.4,0.4"},
+        {"first_offer_range": "0.5,0.6", "regulate_first_offer": "false"},
+        {"first_offer_range": "0.5,0.6", "budget_tiers": "0.6,0.7;0.8,0.9;1,1.1"},
+    ],
+)
+def test_openings_that_fit_or_are_not_regulated_are_accepted(overrides: dict[str, str]):
+    assert get_preset("in-distribution", overrides).first_offer_range[1] >= 0.4
+
+
+def test_every_preset_keeps_its_openings_within_its_budgets():
+    for name in preset_names():
+        cfg = get_preset(name)
+        if cfg.regulate_first_offer:
+            sc = make_scenarios(cfg, default_catalog(), 0, 50)
+            for s in sc:
+                for i, offer in enumerate(s.first_offers):
+                    assert offer is not None
+                    assert offer <= s.valuations[i][s.opening_products[i]]

@@ -10,12 +10,13 @@ from pettingzoo.test import api_test, seed_test
 from agents import make_agent
 from agents.base import EpisodeContext, agent_seed
 from arena.catalog import Product
-from arena.config import MarketConfig, get_preset
-from arena.env import MarketEnv, env
+from arena.config import MarketConfig, get_preset, preset_names
+from arena.env import FINISHED_TEXT, MarketEnv, env
+from arena.protocol import MAX_MESSAGE_CHARS
 from arena.scenarios import Scenario
 from tournaments.match import play_episode
 
-PRESETS = ["in-distribution", "ood", "bilateral"]
+PRESETS = preset_names()
 
 LIST, COST = 34.99, 17.13
 BUDGETS = (27.83, 41.17, 52.61)
@@ -29,6 +30,56 @@ def test_pettingzoo_api_test_passes(preset: str):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_pettingzoo_seed_test_passes(preset: str):
     seed_test(lambda: MarketEnv(config=get_preset(preset)), num_cycles=50)
+
+
+def test_presets_cover_the_multi_product_markets():
+    assert {"multi-product", "multi-product-2x6", "multi-product-5x3"} <= set(PRESETS)
+
+
+def test_the_action_space_declares_the_parsers_length_cap():
+    e = MarketEnv()
+    assert all(e.action_space(a).max_length == MAX_MESSAGE_CHARS for a in e.possible_agents)
+
+
+@pytest.mark.parametrize(
+    ("action", "reason"),
+    [
+        (None, "not_text"),
+        (42, "not_text"),
+        ("Thought: a\nTarget: 1\nTalk: b\nAction: [SELL] $1" + "0" * 308, "price_too_large"),
+        (" " * (MAX_MESSAGE_CHARS + 1), "too_long"),
+    ],
+)
+def test_a_bad_seller_action_is_a_violation_with_its_reason_not_a_crash(action, reason):
+    e = MarketEnv(config=MarketConfig(budget_mode="uniform"))
+    e.reset(options={"scenario": _hand_scenario()})
+    for _, text in SCRIPT[:3]:
+        e.step(text)
+    e.step(action)
+    result = e.result()
+    assert (result.outcome, result.violation_reason) == ("violation", reason)
+    assert e.terminations["seller"] and e.rewards["seller"] == -1.0
+    assert result.turns[-1].text == (action if isinstance(action, str) else "")
+
+
+@pytest.mark.parametrize("action", [None, "[BUY] $1" + "0" * 308, "x" * (MAX_MESSAGE_CHARS + 1)])
+def test_a_bad_opening_is_intercepted_with_its_reason(action):
+    e = MarketEnv(config=MarketConfig(budget_mode="uniform"))
+    e.reset(options={"scenario": _hand_scenario()})
+    if isinstance(action, str) and action.startswith("["):
+        action = f"Thought: t\nTalk: t\nAction: {action}"
+    e.step(action)
+    assert e.agent_selection == "buyer_1"
+    assert "rejected (format: " in e.observe("buyer_1")["text"]
+    assert e.market is not None and not e.market.turns[-1].valid
+
+
+def test_every_agent_reads_the_closing_text_after_the_end():
+    e = MarketEnv(config=MarketConfig(budget_mode="uniform"))
+    e.reset(options={"scenario": _hand_scenario()})
+    for _, text in SCRIPT:
+        e.step(text)
+    assert all(e.observe(a)["text"] == FINISHED_TEXT for a in e.possible_agents)
 
 
 def test_env_constructor_and_agents_follow_the_config():

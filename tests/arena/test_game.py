@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from arena.catalog import Product
+from agents import make_agent
+from agents.base import EpisodeContext, agent_seed
+from arena.catalog import Product, default_catalog
 from arena.config import MarketConfig, get_preset
 from arena.game import Market
 from arena.rules import Status
-from arena.scenarios import Scenario
+from arena.scenarios import Scenario, make_scenario
 
 LIST, COST = 34.99, 18.75
 BUDGETS = (27.83, 41.17, 52.61)
@@ -650,3 +652,74 @@ def test_multi_product_market_ends_when_every_unit_is_sold():
     assert (result.outcome, result.termination) == ("deal", "deal")
     assert [(d.buyer, d.product, d.price) for d in result.deals] == [(1, 0, 25.0), (0, 1, 40.0)]
     assert result.seller_reward == pytest.approx((5.0 + 10.0) / (20.0 + 30.0))
+
+
+# --- payoffs, lazy transcript, cached views -----------------------------------------------------
+
+
+def test_payoffs_are_the_results_outcome_and_rewards_without_the_transcript():
+    market = opened()
+    exchange(market, 2, "[SELL] $30.00", "[DEAL]")
+    paid, result = market.payoffs(), market.result()
+    assert paid.outcome == result.outcome == "deal"
+    assert (paid.seller_reward, paid.buyer_rewards) == (result.seller_reward, result.buyer_rewards)
+    assert (paid.violation, paid.violation_reason, paid.violation_by) == (None, None, None)
+    assert market.result() is result
+
+
+def test_payoffs_of_a_penalised_buyer_violation_name_the_buyer():
+    market = opened(config(n=1, T=6, K=6, penalize_buyer_violations=True), scenario((27.83,)))
+    market.step(seller(1, "[SELL] $30.00"))
+    market.step(buyer("[BUY] $99.00"))
+    paid = market.payoffs()
+    assert (paid.outcome, paid.violation_by, paid.buyer_rewards) == (
+        "violation",
+        "buyer_1",
+        (-1.0,),
+    )
+
+
+def test_the_transcript_is_built_when_read_and_numbered_in_order():
+    market = opened()
+    assert [t.index for t in market.turns] == [0, 1, 2]
+    market.step(seller(1, "[SELL] $30.00"))
+    market.step(buyer("[BUY] $99.00"))
+    turns = market.turns
+    assert [t.index for t in turns] == [0, 1, 2, 3, 4]
+    assert (turns[3].agent, turns[3].to, turns[3].kind, turns[3].valid) == (
+        "seller",
+        "buyer_1",
+        "SELL",
+        True,
+    )
+    assert (turns[4].valid, turns[4].reason) == (False, "bid_over_budget")
+    assert market.turns is turns
+
+
+def test_out_of_range_targets_are_recorded_with_their_seat_name():
+    market = opened()
+    market.step(seller(0, "[SELL] $30.00"))
+    assert market.turns[-1].to == "buyer_0"
+
+
+@pytest.mark.parametrize("preset", ["in-distribution", "multi-product"])
+def test_seller_views_equal_a_fresh_replay_at_every_step(preset: str):
+    """The core keeps unchanged channels' views between turns; they must equal fresh ones."""
+    cfg = get_preset(preset)
+    sc = make_scenario(cfg, default_catalog(), 21, 0)
+    agents = [make_agent("scripted:prober", "seller")]
+    agents += [make_agent("scripted:time", "buyer") for _ in range(cfg.num_buyers)]
+    for slot, agent in enumerate(agents):
+        seat = "seller" if slot == 0 else f"buyer_{slot}"
+        agent.reset(EpisodeContext(seat, slot, cfg, sc, agent_seed(sc, slot)))
+    market, texts = Market(cfg, sc), []
+    while not market.done:
+        view = market.view()
+        if market.current == "seller":
+            fresh = Market(cfg, sc)
+            for text in texts:
+                fresh.step(text)
+            assert view == fresh.seller_view()
+        text = agents[0 if market.current == "seller" else market.buyer + 1].act(view)
+        texts.append(text)
+        market.step(text)

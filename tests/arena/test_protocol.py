@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -11,10 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.protocol import (
+    MAX_MESSAGE_CHARS,
     BuyerMessage,
     FormatViolation,
     Kind,
     SellerMessage,
+    _fast_buyer,
+    _fast_seller,
+    _read_buyer,
+    _read_seller,
     format_price,
     parse_buyer,
     parse_seller,
@@ -472,3 +479,243 @@ def test_model_style_example_in_the_protocol_doc_parses():
         55.0,
         1,
     )
+
+
+# --- hostile input: huge numbers, floods, the length cap (issue 12) -----------------------------
+
+HUGE = "1" + "0" * 308
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        seller_text("1", f"[SELL] ${HUGE}"),
+        seller_text("1", f"[DEAL] ${HUGE}.00"),
+        buyer_text(f"[BUY] ${HUGE}"),
+        buyer_text(f"[DEAL] ${HUGE}"),
+        buyer_text("[BUY] $" + "9" * 5000),
+    ],
+)
+def test_huge_prices_are_a_typed_violation_not_a_crash(text: str):
+    msg = parse_seller(text) if "Target" in text else parse_buyer(text)
+    assert violation(msg) == "price_too_large"
+
+
+def test_prices_stay_below_a_trillion_dollars():
+    top = parse_buyer(buyer_text("[BUY] $999,999,999,999.99"))
+    assert isinstance(top, BuyerMessage) and top.price == 999_999_999_999.99
+    assert violation(parse_buyer(buyer_text("[BUY] $1,000,000,000,000"))) == "price_too_large"
+    leading = parse_buyer(buyer_text("[BUY] $0000000000000005.00"))
+    assert isinstance(leading, BuyerMessage) and leading.price == 5.0
+
+
+def test_huge_targets_and_products_are_out_of_range_not_a_crash():
+    msg = parse_seller(seller_text("9" * 4000))
+    assert isinstance(msg, SellerMessage) and msg.buyer >= 10**8
+    multi = parse_buyer(f"Thought: t\nProduct: {'9' * 4000}\nTalk: x\nAction: [BUY] $5", True)
+    assert isinstance(multi, BuyerMessage) and multi.product is not None and multi.product >= 10**8
+
+
+def test_a_message_over_the_cap_is_refused_with_its_own_reason():
+    fits = seller_text("1", talk="x" * (MAX_MESSAGE_CHARS - len(seller_text("1", talk=""))))
+    assert len(fits) == MAX_MESSAGE_CHARS
+    assert isinstance(parse_seller(fits), SellerMessage)
+    assert violation(parse_seller(fits + " ")) == "too_long"
+    assert violation(parse_buyer(" " * (MAX_MESSAGE_CHARS + 1))) == "too_long"
+
+
+def _best_seconds(text: str, repeats: int = 3) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        parse_seller(text)
+        parse_buyer(text, multi_product=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_a_one_megabyte_message_is_refused_in_under_50_ms():
+    for text in (" " * 1_000_000, seller_text("1", "[SELL] $" + "1" * 1_000_000)):
+        assert violation(parse_seller(text)) == "too_long"
+        assert _best_seconds(text) < 0.050
+
+
+_HOSTILE = st.sampled_from(
+    [
+        " ",
+        "\t",
+        "\n",
+        "\r\n",
+        "\u2028",
+        "\x85",
+        "\x00",
+        "\x1b",
+        "[",
+        "]",
+        "[ ",
+        "$",
+        "-",
+        "$ -",
+        ",",
+        ".",
+        "0",
+        "1",
+        "9",
+        "1,",
+        "\uff13",
+        "\u0663",
+        "*",
+        "_",
+        "`",
+        "```",
+        ">",
+        "#",
+        "- ",
+        "<think>",
+        "</think>",
+        "Talk:",
+        "Action:",
+        "Target:",
+        "**Action:**",
+        "[SELL]",
+        "[BUY] $",
+        "buyer",
+        "nan",
+        "inf",
+        "e",
+        "x",
+    ]
+)
+_UNITS = st.lists(_HOSTILE, min_size=1, max_size=6).map("".join)
+_PREFIXES = st.sampled_from(
+    [
+        "",
+        "Thought: ",
+        "Thought: a\nTarget: ",
+        "Thought: a\nTarget: 1\nTalk: b\nAction: [SELL] ",
+        "Thought: a\nTalk: b\nAction: [BUY] $",
+        "Thought: a\nTalk: b\nAction: ",
+        "<think>",
+    ]
+)
+
+
+def _flood(prefix: str, unit: str, size: int) -> str:
+    return (prefix + unit * (size // len(unit) + 1))[:size]
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefix=_PREFIXES, unit=_UNITS)
+def test_any_text_up_to_the_cap_parses_in_linear_time_without_raising(prefix: str, unit: str):
+    small, big = _flood(prefix, unit, 2_048), _flood(prefix, unit, MAX_MESSAGE_CHARS)
+    _check_never_raises(big, multi=False)
+    # 16 times the text: linear work takes ~16 times as long, quadratic work ~256 times.
+    assert _best_seconds(big) <= 64 * _best_seconds(small) + 0.002
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Thought:" + " " * 30_000 + "x",
+        " " * 30_000 + "Talk: x",
+        seller_text("1", "[SELL] -" + " " * 30_000 + "x"),
+        seller_text("buyer" + " " * 30_000 + "x"),
+        seller_text("1", "[" * 30_000 + "]"),
+        seller_text("1", "[ " * 15_000),
+        "<think>" * 4_000,
+    ],
+)
+def test_whitespace_and_bracket_floods_parse_in_milliseconds(text: str):
+    _check_never_raises(text, multi=False)
+    assert _best_seconds(text) < 0.050
+
+
+# --- decisions of issue 12 point 7 --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("price", ["$\uff13\uff12.\uff15\uff10", "$\u0663\u0662.50", "\uff11,000"])
+def test_prices_in_non_ascii_digits_are_refused(price: str):
+    assert violation(parse_seller(seller_text("1", f"[SELL] {price}"))) == "non_ascii_price"
+    assert violation(parse_buyer(buyer_text(f"[BUY] {price}"))) == "non_ascii_price"
+
+
+def test_targets_and_products_in_non_ascii_digits_are_not_integers():
+    assert violation(parse_seller(seller_text("\uff12"))) == "non_integer_target"
+    text = "Thought: t\nProduct: \uff12\nTalk: x\nAction: [BUY] $5.00"
+    assert violation(parse_buyer(text, multi_product=True)) == "non_integer_product"
+
+
+@pytest.mark.parametrize("price", ["$18.7499999999", "$18.750000001", "$0.0000001"])
+def test_sub_cent_precision_is_refused_however_close_to_a_cent(price: str):
+    assert violation(parse_seller(seller_text("1", f"[DEAL] {price}"))) == "sub_cent_price"
+
+
+@pytest.mark.parametrize(("price", "value"), [("$18.750", 18.75), ("$18.7500000", 18.75)])
+def test_zeros_beyond_the_cent_are_accepted(price: str, value: float):
+    msg = parse_seller(seller_text("1", f"[SELL] {price}"))
+    assert isinstance(msg, SellerMessage) and msg.price == value
+
+
+# --- the canonical fast path agrees with the general parser -------------------------------------
+
+seller_messages = st.builds(
+    SellerMessage,
+    thought=single_line,
+    buyer=st.integers(min_value=0, max_value=50),
+    talk=single_line,
+    kind=st.sampled_from([Kind.SELL, Kind.DEAL, Kind.QUIT]),
+    price=cents,
+    product=products,
+).map(lambda m: dataclasses.replace(m, price=None) if m.kind is Kind.QUIT else m)
+buyer_messages = st.builds(
+    BuyerMessage,
+    thought=single_line,
+    talk=single_line,
+    kind=st.sampled_from([Kind.BUY, Kind.DEAL, Kind.QUIT]),
+    price=st.one_of(st.none(), cents),
+    product=products,
+).map(
+    lambda m: (
+        dataclasses.replace(m, price=m.price or 1.0)
+        if m.kind is Kind.BUY
+        else dataclasses.replace(m, price=None)
+        if m.kind is Kind.QUIT
+        else m
+    )
+)
+
+
+def _mutations(text: str, data: st.DataObject) -> str:
+    """``text`` with a few random characters inserted, deleted or replaced."""
+    chars = list(text)
+    for _ in range(data.draw(st.integers(min_value=0, max_value=3))):
+        at = data.draw(st.integers(min_value=0, max_value=len(chars)))
+        op = data.draw(st.sampled_from(["insert", "delete", "replace"]))
+        new = data.draw(st.sampled_from([" ", "\n", "0", "9", ",", ".", "$", "[", "*", "<", "x"]))
+        if op == "insert":
+            chars.insert(at, new)
+        elif chars and at < len(chars):
+            chars[at : at + 1] = [] if op == "delete" else [new]
+    return "".join(chars)
+
+
+@settings(max_examples=600, deadline=None)
+@given(msg=seller_messages, multi=st.booleans(), data=st.data())
+def test_seller_fast_path_agrees_with_the_general_parser(msg, multi, data):
+    text = render_seller(msg)
+    if "<" not in text and (msg.product is not None or not multi):
+        assert _fast_seller(text, multi) == msg
+    mutated = _mutations(text, data)
+    fast = _fast_seller(mutated, multi)
+    assert fast is None or fast == _read_seller(mutated, multi)
+
+
+@settings(max_examples=600, deadline=None)
+@given(msg=buyer_messages, multi=st.booleans(), data=st.data())
+def test_buyer_fast_path_agrees_with_the_general_parser(msg, multi, data):
+    text = render_buyer(msg)
+    if "<" not in text and (msg.product is not None or not multi):
+        assert _fast_buyer(text, multi) == msg
+    mutated = _mutations(text, data)
+    fast = _fast_buyer(mutated, multi)
+    assert fast is None or fast == _read_buyer(mutated, multi)
