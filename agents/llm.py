@@ -30,7 +30,6 @@ words stand in, so the regulated prices always hold.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +54,7 @@ from arena.protocol import (
     BuyerMessage,
     FormatViolation,
     SellerMessage,
+    label_line,
     parse_buyer,
     parse_seller,
     render_action,
@@ -72,12 +72,6 @@ with a long Thought. Reasoning models need more (``max_tokens=4096``)."""
 
 UNSEEDED = ("none", "")
 """``seed=none`` asks for unseeded sampling (not reproducible from the scenario's seed)."""
-
-_LABEL_LINE = re.compile(
-    r"^[ \t>#-]*[*_]*[ \t]*(?P<label>thought|target|talk|action|product)[ \t]*[*_]*[ \t]*:"
-    r"[*_]*[ \t]?(?P<rest>.*)$",
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True)
@@ -164,10 +158,10 @@ def reply_words(text: str) -> tuple[str, str]:
     fields: dict[str, list[str]] = {}
     current: str | None = None
     for line in history_reply(text).splitlines():
-        match = _LABEL_LINE.match(line)
-        if match is not None:
-            current = match.group("label").lower()
-            fields.setdefault(current, []).append(match.group("rest"))
+        opened = label_line(line)
+        if opened is not None:
+            current, rest = opened
+            fields.setdefault(current, []).append(rest)
         elif current is not None:
             fields[current].append(line)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.seats import seats
+from arena.settings import convert_fields
 
 Interval = tuple[float, float]
 
@@ -53,7 +54,11 @@ class MarketConfig:
         metadata=_help("Fix each buyer's opening [BUY] to a draw from first_offer_range x list."),
     )
     first_offer_range: Interval = field(
-        default=(0.25, 0.30), metadata=_help("Regulated opening-bid ratio interval x list price.")
+        default=(0.25, 0.30),
+        metadata=_help(
+            "Regulated opening-bid ratio interval x list price; its top may not exceed the lowest "
+            "budget ratio the market can draw."
+        ),
     )
     penalize_buyer_violations: bool = field(
         default=False,
@@ -253,15 +258,13 @@ def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> MarketC
     return apply_overrides(base, overrides)
 
 
-def apply_overrides(base: MarketConfig, overrides: Mapping[str, Any]) -> MarketConfig:
-    """Replace fields of ``base``; string values (from a CLI) are converted to the field's type."""
-    fields = {f.name: f for f in dataclasses.fields(MarketConfig)}
-    unknown = sorted(set(overrides) - set(fields))
-    if unknown:
-        raise ValueError(
-            f"unknown market field(s) {', '.join(unknown)}; known fields: {', '.join(fields)}"
-        )
-    typed = {k: _convert(k, getattr(base, k), v) for k, v in overrides.items()}
+def apply_overrides(
+    base: MarketConfig, overrides: Mapping[str, Any], where: str = "market"
+) -> MarketConfig:
+    """Replace fields of ``base``; text values (a CLI's ``--set``, a TOML table) are converted to
+    the field's type by the one settings dialect (:mod:`arena.settings`); errors name ``where``.
+    """
+    typed = convert_fields(MarketConfig, overrides, where)
     n = typed.get("num_buyers")
     keeps_tiers = (
         "budget_tiers" not in typed and typed.get("budget_mode", base.budget_mode) == "tiers"
@@ -282,36 +285,6 @@ def parse_assignments(items: Iterable[str]) -> dict[str, str]:
             raise ValueError(f"override {item!r} must look like field=value")
         out[key.strip().replace("-", "_")] = value.strip()
     return out
-
-
-def _convert(name: str, current: Any, value: Any) -> Any:
-    """Convert ``value`` to the type of the field's current value, naming the field on failure."""
-    if not isinstance(value, str):
-        if name in ("budget_tiers",):
-            return tuple(tuple(float(x) for x in pair) for pair in value)
-        if isinstance(current, tuple):
-            return tuple(float(x) for x in value)
-        return value
-    try:
-        if isinstance(current, bool):
-            if value.lower() in ("1", "true", "yes", "on"):
-                return True
-            if value.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("expected true or false")
-        if isinstance(current, int):
-            return int(value)
-        if isinstance(current, float):
-            return float(value)
-        if name == "budget_tiers":
-            # "0.4-0.55;0.65-0.8" or "0.4,0.55;0.65,0.8"
-            pairs = [p for p in value.split(";") if p.strip()]
-            return tuple(tuple(float(x) for x in p.replace("-", ",").split(",")) for p in pairs)
-        if isinstance(current, tuple):
-            return tuple(float(x) for x in value.split(","))
-        return value
-    except ValueError as exc:
-        raise ValueError(f"bad value {value!r} for market field {name}: {exc}") from None
 
 
 def config_to_dict(config: MarketConfig) -> dict[str, Any]:

@@ -41,10 +41,12 @@ a given scenario (how tournaments keep comparisons paired).
 
 ## Version history
 * v0: initial release (single- and multi-product markets).
-* v0, issue 12: actions capped at 32,768 characters (``too_long``); prices with non-ASCII digits,
-  sub-cent precision or of a trillion dollars or more are refused; another party's Talk is quoted;
-  ``step(None)`` is ``not_text``; observations after the end read ``FINISHED_TEXT``. Episodes of
-  messages accepted before and after play identically.
+* v1 (issue 12): actions capped at 32,768 characters (``too_long``); prices with non-ASCII
+  digits, sub-cent precision or of a trillion dollars or more are refused; another party's Talk is
+  quoted when it could be read as protocol (so LLM agents may see other text than under v0);
+  ``step(None)`` is ``not_text``; observations after the end read ``FINISHED_TEXT``. Scripted
+  agents play every scenario exactly as under v0. Stored v0 episodes keep their key and are rated
+  as before, but a tournament resumed under v1 plays its episodes again.
 """
 
 from __future__ import annotations

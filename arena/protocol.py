@@ -147,6 +147,15 @@ def _is_fence(line: str) -> bool:
     return not tag or tag.isalnum()
 
 
+def label_line(line: str) -> tuple[str, str] | None:
+    """``(label, rest)`` when ``line`` opens a protocol field ("- **Talk:** hi" ->
+    ``("talk", "hi")``), else None; linear in the line's length."""
+    match = _LABEL_RE.match(line.lstrip(_MARKS))
+    if match is None:
+        return None
+    return match.group("label").lower(), match.string[match.end() :]
+
+
 def _fields(body: str) -> dict[str, str] | FormatViolation:
     """Label -> value, continuation lines joined with newlines; duplicates are violations."""
     fields: dict[str, list[str]] = {}
@@ -154,12 +163,12 @@ def _fields(body: str) -> dict[str, str] | FormatViolation:
     for line in body.splitlines():
         if "```" in line and _is_fence(line):
             continue
-        match = _LABEL_RE.match(line.lstrip(_MARKS))
-        if match is not None:
-            label = match.group("label").lower()
+        opened = label_line(line)
+        if opened is not None:
+            label, rest = opened
             if label in fields:
                 return FormatViolation(f"duplicate_{label}", f"the {label} field appears twice")
-            current = fields[label] = [match.string[match.end() :]]
+            current = fields[label] = [rest]
         elif current is not None:
             current.append(line)
     return {k: (v[0] if len(v) == 1 else "\n".join(v)).strip() for k, v in fields.items()}

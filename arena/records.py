@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from arena.catalog import Product
 from arena.scenarios import Scenario
 
-ENV_VERSION = "bargain_market_v0"
+ENV_VERSION = "bargain_market_v1"
 
 
 @dataclass(frozen=True)

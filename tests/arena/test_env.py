@@ -9,12 +9,12 @@ from pettingzoo.test import api_test, seed_test
 
 from agents import make_agent
 from agents.base import EpisodeContext, agent_seed
+from agents.driver import play_episode
 from arena.catalog import Product
 from arena.config import MarketConfig, get_preset, preset_names
 from arena.env import FINISHED_TEXT, MarketEnv, env
 from arena.protocol import MAX_MESSAGE_CHARS
 from arena.scenarios import Scenario
-from tournaments.match import play_episode
 
 PRESETS = preset_names()
 
