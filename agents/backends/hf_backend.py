@@ -207,7 +207,8 @@ class HFBackend:
         # place) once an adapter is added; then each call names its rows' adapters.
         self.model: Any = base
         self.adapters: dict[str, str] = {}
-        """Adapter folder -> its PEFT adapter name."""
+        """Adapter folder (absolute) -> its PEFT adapter name."""
+        self._spellings: dict[str, str] = {}  # request.adapter as given -> absolute folder
         self.stop_ids = stop_token_ids(base.generation_config.eos_token_id, self.tokenizer)
         # transformers 5 renamed the forward argument past_key_values to cache.
         parameters = inspect.signature(base.forward).parameters
@@ -325,17 +326,22 @@ class HFBackend:
                 self.add_adapter(request.adapter)
             except ValueError as exc:
                 return str(exc)
+            # Another spelling of a loaded folder (relative, a symlink): remember what it names.
+            self._spellings[request.adapter] = resolve_adapter(request.adapter)
         return None
 
     def _adapter_kwargs(self, requests: Sequence[ChatRequest]) -> dict[str, Any]:
         """``adapter_names`` for a PEFT forward over these rows ({} while no adapter is loaded)."""
         if not self.adapters:
             return {}
-        return {
-            "adapter_names": [
-                BASE_ADAPTER if r.adapter is None else self.adapters[r.adapter] for r in requests
-            ]
-        }
+        names = []
+        for request in requests:
+            if request.adapter is None:
+                names.append(BASE_ADAPTER)
+            else:
+                folder = self._spellings.get(request.adapter, request.adapter)
+                names.append(self.adapters[folder])
+        return {"adapter_names": names}
 
     def _prefill(self, ids: list[int], request: ChatRequest) -> tuple[Any, Any, int]:
         """(prompt KV cache, last-position logits, prompt tokens reused from the conversation

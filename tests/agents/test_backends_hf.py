@@ -493,6 +493,10 @@ def test_a_mixed_adapter_batch_gives_each_request_its_text_alone(
         alone = [backend.generate([request])[0].text for request in requests]
         assert batched == alone
         assert len(set(alone[:3])) == 3
+        folder = lora_adapters[0]
+        spelled = str(folder.parent / ".." / folder.parent.name / folder.name)  # same folder
+        (same,) = backend.generate([dataclasses.replace(requests[1], adapter=spelled)])
+        assert same.text == alone[1] and len(backend.adapters) == 2
         with pytest.raises(ValueError, match="no adapter_config"):
             backend.add_adapter(str(lora_model_dir))  # a model folder, not an adapter
         (failed,) = backend.generate([dataclasses.replace(requests[0], adapter="/nowhere")])
