@@ -9,8 +9,9 @@ same attention, bit for bit the same whenever the same segments are computed (wh
 conversation reuse exact). Decoding steps of a padded batch keep SDPA with the mask, given as
 additive floats (measured ~20% faster than boolean on CPU).
 
-Registered with transformers' attention and mask interfaces as ``ATTENTION``; anything else (GPU
-tensors, batches of several rows, dropout) goes to transformers' own SDPA function.
+Registered with transformers' attention and mask interfaces as ``ATTENTION`` and used only by the
+hf back-end's own model, whose single-row prefill never pads; anything else (GPU tensors, batches
+of several rows, dropout, sliding-window layers) goes to transformers' own SDPA function.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def segment_attention(
 
     q_length, kv_length = query.shape[2], key.shape[2]
     one_row_after_cache = query.shape[0] == 1 and 1 < q_length < kv_length
-    if query.device.type != "cpu" or dropout or not one_row_after_cache:
+    windowed = kwargs.get("sliding_window") is not None
+    if query.device.type != "cpu" or dropout or windowed or not one_row_after_cache:
         cpu_mask = query.device.type == "cpu" and attention_mask is not None
         if cpu_mask and attention_mask.dtype == torch.bool:
             additive = torch.zeros(attention_mask.shape, dtype=query.dtype)
