@@ -259,10 +259,20 @@ class LLMAgent:
             user = f"{user}\n\n{narration_note(describe_move(move))}"
         seed = request_seed(context.seed, self.seed_base, self.requests) if self.seeded else None
         sampling = dataclasses.replace(self.sampling, seed=seed)
-        tag = f"{context.scenario.seed}:{context.scenario.index}/{context.role}/{self.requests}"
+        episode = f"{context.scenario.seed}:{context.scenario.index}/{context.role}"
+        tag = f"{episode}/{self.requests}"
         self.requests += 1
         self._pending = (user, move)
-        return ChatRequest(self.conversation.messages(user), sampling, tag)
+        return ChatRequest(
+            self.conversation.messages(user),
+            sampling,
+            tag,
+            # The adapter of an AdapterView back-end (agents.backends.adapters); None otherwise.
+            adapter=getattr(self.backend, "adapter", None),
+            # One id per agent per episode (the live Conversation object's id keeps concurrent
+            # episodes of the same scenario apart): back-ends key cached KV by it.
+            conversation=f"{episode}#{id(self.conversation):x}",
+        )
 
     def receive(self, completion: Completion) -> str:
         """The protocol text for ``Market.step`` from the model's reply to the last request."""

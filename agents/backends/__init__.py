@@ -1,18 +1,23 @@
 """LLM back-ends behind one small interface (see `base.Backend`).
 
 `backend_from_spec(kind, name, params)` builds a back-end from the parts of an agent spec string
-(`openai:<model>?base_url=...`, `hf:<path>?device=...`, `vllm:<name>?lora=...`).
+(`openai:<model>?base_url=...`, `hf:<path>?device=...`, `vllm:<name>?max_model_len=...`).
 `get_backend` does the same through a process-wide cache so that every agent naming the same
-model and back-end settings shares one engine (one vLLM engine per GPU, one HTTP pool per server).
+model and back-end settings shares one engine (one model load, one HTTP pool per server).
 Sampling keys in `params` are ignored here: they are the agent's (see `sampling_from_params`).
+
+A `lora=<adapter>` parameter is not a back-end setting either: agents naming adapters of one base
+model (`vllm:<base>?lora=<a>`, `vllm:<base>?lora=<b>`) share the base model's back-end and get an
+`AdapterView` of it; their requests carry the adapter (see `agents.backends.adapters`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agents.backends.adapters import ADAPTER_KEY, AdapterView, split_adapter
 from agents.backends.base import (
     SAMPLING_KEYS,
     Backend,
@@ -47,9 +52,18 @@ def backend_config(kind: str, params: Mapping[str, str]) -> Any:
 
 
 def backend_from_spec(kind: str, name: str, params: Mapping[str, str]) -> Backend:
-    """A new back-end instance (not cached); prefer `get_backend` in agents."""
+    """A new back-end instance (not cached); prefer `get_backend` in agents.
+
+    Adapters are per request here: `add_adapter(folder)` on the back-end, then set
+    `ChatRequest.adapter`; a `lora` parameter is refused so it cannot be silently ignored.
+    """
     if not name:
         raise ValueError(f"{kind} back-end needs a model name or path, got an empty one")
+    if ADAPTER_KEY in params:
+        raise ValueError(
+            f"{ADAPTER_KEY}= is per request: use get_backend (agents get an AdapterView), or "
+            "call add_adapter(folder) and set ChatRequest.adapter"
+        )
     config = backend_config(kind, params)
     _, backend_cls = BACKENDS[kind]
     return backend_cls(name, config)
@@ -59,14 +73,36 @@ def get_backend(kind: str, name: str, params: Mapping[str, str]) -> Backend:
     """The shared back-end for (kind, name, parsed back-end params), built on first use.
 
     Keyed on the parsed config, so "max_concurrency=08" and "max_concurrency=8" share, and
-    sampling keys never split the cache.
+    sampling keys never split the cache. With `lora=<folder>` the result is an `AdapterView` of
+    the base model's shared back-end, which registers the adapter (checked now, so a bad folder
+    fails when the agent is built, not mid-run).
     """
-    config = backend_config(kind, params)
+    backend_params, adapter = split_adapter(params)
+    config = backend_config(kind, backend_params)
     key = (kind, name, config)
     with _CACHE_LOCK:
         if key not in _CACHE:
             _CACHE[key] = BACKENDS[kind][1](name, config)
-        return _CACHE[key]
+        backend = _CACHE[key]
+    if adapter is None:
+        return backend
+    add_adapter = getattr(backend, "add_adapter", None)
+    if add_adapter is None:
+        raise ValueError(
+            f"the {kind} back-end cannot apply {ADAPTER_KEY}={adapter}: load the adapter in the "
+            "server (agents.backends.vllm_server, lora_modules) and name it as the model"
+        )
+    add_adapter(adapter)
+    return AdapterView(backend, adapter)
+
+
+def end_conversations(backend: Any, conversations: Iterable[str]) -> None:
+    """Tell a back-end these conversations are over (their episodes finished), so it can drop
+    what it keeps for them (the hf back-end's KV caches); back-ends keeping nothing ignore it."""
+    target = getattr(backend, "backend", backend)  # an AdapterView's shared back-end
+    forget = getattr(target, "end_conversations", None)
+    if forget is not None:
+        forget(conversations)
 
 
 def close_backends() -> None:
@@ -79,8 +115,10 @@ def close_backends() -> None:
 
 
 __all__ = [
+    "ADAPTER_KEY",
     "BACKENDS",
     "SAMPLING_KEYS",
+    "AdapterView",
     "Backend",
     "BackendStats",
     "ChatRequest",
@@ -95,6 +133,7 @@ __all__ = [
     "backend_config",
     "backend_from_spec",
     "close_backends",
+    "end_conversations",
     "get_backend",
     "sampling_from_params",
     "split_params",

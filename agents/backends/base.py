@@ -51,11 +51,20 @@ class SamplingConfig:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat prompt to complete; `tag` is the caller's id (e.g. "ep12/seller") for tracing."""
+    """One chat prompt to complete; `tag` is the caller's id (e.g. "ep12/seller") for tracing.
+
+    `adapter` and `conversation` travel with the request rather than with the back-end, so that
+    requests of many adapters and conversations over one base model share one batch.
+    """
 
     messages: tuple[tuple[str, str], ...]
     sampling: SamplingConfig = SamplingConfig()
     tag: str = ""
+    adapter: str | None = None
+    """PEFT adapter folder to answer through (the spec's ``lora=``); None: the base model."""
+    conversation: str | None = None
+    """Id of the conversation this prompt continues (one agent in one episode). Back-ends that
+    keep a conversation's KV cache between turns (hf) key it by this; None: no reuse."""
 
     def __post_init__(self) -> None:
         # Accept lists from callers but store tuples so requests stay hashable and immutable.
@@ -89,6 +98,9 @@ class Completion:
     tokens_out: int = 0
     error: str | None = None
     retries: int = 0
+    tokens_cached: int = 0
+    """Prompt tokens (of `tokens_in`) whose KV cache was reused rather than computed: vLLM's
+    prefix-cache hits, the hf back-end's conversation cache."""
 
     @property
     def ok(self) -> bool:
@@ -104,7 +116,10 @@ class BackendStats:
     errors: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_cached: int = 0
     seconds: float = 0.0
+    model_loads: int = 0
+    """Models (engines) this back-end loaded: 1 for a back-end serving any number of adapters."""
 
     def record(self, completions: Sequence[Completion], seconds: float) -> None:
         """Add one generate() call: its completions and its wall-clock time."""
@@ -113,10 +128,16 @@ class BackendStats:
         self.errors += sum(1 for c in completions if c.error is not None)
         self.tokens_in += sum(c.tokens_in for c in completions)
         self.tokens_out += sum(c.tokens_out for c in completions)
+        self.tokens_cached += sum(c.tokens_cached for c in completions)
         self.seconds += seconds
 
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of prompt tokens served from a KV cache (0 when nothing was asked yet)."""
+        return self.tokens_cached / self.tokens_in if self.tokens_in else 0.0
+
     def as_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "cache_hit_rate": self.cache_hit_rate}
 
 
 @runtime_checkable
@@ -145,6 +166,11 @@ class StatsRecorder:
     def record(self, completions: Sequence[Completion], seconds: float) -> None:
         with self._lock:
             self.stats.record(completions, seconds)
+
+    def loaded(self) -> None:
+        """Count one model (engine) load."""
+        with self._lock:
+            self.stats.model_loads += 1
 
 
 def parse_bool(raw: str) -> bool:

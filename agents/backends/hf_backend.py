@@ -8,6 +8,9 @@ so that every row keeps its own sampling settings and its own random stream:
     logits are exactly what it gets alone. On CPU this costs nothing: prefill is compute-bound
     (one 1,700-token prompt already fills the matrix kernels), and a padded batch would need a
     full attention mask, measured 2.5x slower per row than the unmasked causal kernel.
+  * A request with a conversation id continues its conversation's cached prompt KV when its
+    prompt extends it, prefilling only the new turn (``agents.backends.kv_reuse``: prompts are
+    always prefilled in the same segments, so reuse changes no bit of any result).
   * The caches are then left-padded into one static cache and decoded together, one token per
     step, with an attention mask that hides the padding and per-row position ids; finished rows
     leave the batch. Padding changes a row's logits only in the last float bits (attention sums
@@ -22,12 +25,18 @@ A row stops at any stop token (the model's eos ids, the tokenizer's eos, the cha
 end-of-turn token) or at its own max_tokens. The padded cache assumes full attention in every
 layer (sliding-window layers are rejected). This back-end is meant for small models and tests;
 vLLM is the throughput path.
+
+LoRA adapters (``hf:<base>?lora=<folder>``, see ``agents.backends.adapters``) are loaded into one
+PEFT model over the single copy of the base weights; every forward pass names each row's adapter
+(PEFT's mixed-adapter batches, ``adapter_names``; ``"__base__"`` for the base model), so requests
+of different adapters share prefill code, decode batches and memory. No merged copy is written.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.backends.adapters import resolve_adapter
 from agents.backends.base import (
     BackendStats,
     ChatRequest,
@@ -43,6 +53,15 @@ from agents.backends.base import (
     StatsRecorder,
     non_default_query,
     parse_optional_int,
+)
+from agents.backends.hf_attention import register as register_attention
+from agents.backends.hf_decode import batch_cache, keep_rows, next_tokens
+from agents.backends.kv_reuse import (
+    CachedPrompt,
+    ConversationCache,
+    Messages,
+    kv_nbytes,
+    segment_ends,
 )
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -52,6 +71,8 @@ DTYPES = ("auto", "float32", "float16", "bfloat16")
 PLAIN_FAST_TOKENIZER_CLASSES = frozenset({"PreTrainedTokenizerFast", "TokenizersBackend"})
 # Tokens that close an assistant turn in common chat templates (ChatML, Llama 3, Gemma, Phi).
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>")
+BASE_ADAPTER = "__base__"  # PEFT's name for "no adapter" in a mixed-adapter batch
+MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -79,6 +100,14 @@ class HFConfig:
             "parse": parse_optional_int,
         },
     )
+    kv_cache_mib: int = field(
+        default=1024,
+        metadata={
+            "help": "MiB of conversations' prompt KV caches kept between turns, so a turn "
+            "prefills only its new tokens (least recently used dropped first); 0 turns reuse off",
+            "parse": int,
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -89,6 +118,8 @@ class HFConfig:
             raise ValueError(f"batch_size={self.batch_size} is invalid: use an integer >= 1")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads={self.threads} is invalid: use an integer >= 1 or unset")
+        if self.kv_cache_mib < 0:
+            raise ValueError(f"kv_cache_mib={self.kv_cache_mib} is invalid: use MiB >= 0")
 
 
 def load_tokenizer(path: str | Path) -> Any:
@@ -131,68 +162,6 @@ def stop_token_ids(generation_eos: int | list[int] | None, tokenizer: Any) -> fr
     return stops
 
 
-def next_tokens(logits: Any, temperature: Any, top_p: Any, uniform: Any) -> Any:
-    """One token per row: argmax where temperature is 0, else an inverse-CDF draw.
-
-    `logits` is (rows, vocab); `temperature`, `top_p` and `uniform` (numbers in [0, 1), one per
-    row) are (rows,) float tensors. A sampling row keeps the smallest set of most likely tokens
-    whose mass reaches top_p (at least one), renormalised; `uniform` picks the token whose
-    cumulative-mass interval contains it, so equal uniforms give equal tokens.
-    """
-    import torch
-
-    logits = logits.float()
-    greedy = logits.argmax(dim=-1)
-    sampling = temperature > 0
-    if not bool(sampling.any()):
-        return greedy
-    scaled = logits / torch.where(sampling, temperature, 1.0).unsqueeze(-1)
-    probs, order = torch.sort(scaled.softmax(dim=-1), dim=-1, descending=True, stable=True)
-    before = probs.cumsum(dim=-1) - probs  # mass of the more likely tokens
-    probs = probs * (before < top_p.unsqueeze(-1))
-    cumulative = probs.cumsum(dim=-1)
-    target = (uniform * cumulative[:, -1]).unsqueeze(-1)
-    picked = torch.searchsorted(cumulative, target, right=True).clamp(max=probs.shape[-1] - 1)
-    drawn = order.gather(-1, picked).squeeze(-1)
-    return torch.where(sampling, drawn, greedy)
-
-
-def batch_cache(caches: Sequence[Any], lengths: Sequence[int], size: int, config: Any) -> Any:
-    """One StaticCache of `size` positions holding every row's prefill cache, left-padded.
-
-    A static cache is written in place; transformers' DynamicCache concatenates the whole cache
-    at every step, which measured 5x slower per decode step on 16 rows of 1,700 tokens.
-    """
-    import torch
-    from transformers import StaticCache
-
-    width = max(lengths)
-    cache = StaticCache(config=config, max_cache_len=size)
-    for index, layer in enumerate(cache.layers):
-        if layer.is_sliding:
-            raise ValueError(
-                f"layer {index} uses sliding-window attention; the hf back-end pads caches for "
-                "full attention only: use the vllm back-end for this model"
-            )
-        keys, values = [], []
-        for row, length in zip(caches, lengths, strict=True):
-            pad = (0, 0, width - length, 0)  # left-pad the sequence axis (dim -2)
-            keys.append(torch.nn.functional.pad(row.layers[index].keys, pad))
-            values.append(torch.nn.functional.pad(row.layers[index].values, pad))
-        keys_batch, values_batch = torch.cat(keys), torch.cat(values)
-        positions = torch.arange(width, device=keys_batch.device)
-        layer.update(keys_batch, values_batch, cache_kwargs={"cache_position": positions})
-    return cache
-
-
-def keep_rows(cache: Any, rows: Any) -> None:
-    """Drop finished rows from a StaticCache (its layers have no batch_select_indices)."""
-    for layer in cache.layers:
-        layer.keys = layer.keys[rows]
-        layer.values = layer.values[rows]
-        layer.batch_size = len(rows)
-
-
 def resolve_device_dtype(device: str, dtype: str, name: str = "device") -> tuple[str, str]:
     """Turn "auto" into a concrete device and dtype name (bfloat16 on CUDA, float32 on CPU).
 
@@ -224,14 +193,28 @@ class HFBackend:
             torch.set_num_threads(config.threads)
         self.device, self.dtype = resolve_device_dtype(config.device, config.dtype)
         self.tokenizer = load_tokenizer(name)
-        self.model = AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, self.dtype))
-        self.model.to(self.device)
-        self.model.eval()
-        self.stop_ids = stop_token_ids(self.model.generation_config.eos_token_id, self.tokenizer)
-        # transformers 5 renamed the forward argument past_key_values to cache.
-        parameters = inspect.signature(self.model.forward).parameters
-        self._cache_arg = "cache" if "cache" in parameters else "past_key_values"
         self._recorder = StatsRecorder()
+        # On CPU, prefill segments after cached tokens use unmasked flash kernels (hf_attention).
+        attention = {"attn_implementation": register_attention()} if self.device == "cpu" else {}
+        base = AutoModelForCausalLM.from_pretrained(
+            name, dtype=getattr(torch, self.dtype), **attention
+        )
+        base.to(self.device)
+        base.eval()
+        self._recorder.loaded()
+        self.base_model: Any = base
+        # The model every forward goes through: the base, or the PEFT model wrapping it (in
+        # place) once an adapter is added; then each call names its rows' adapters.
+        self.model: Any = base
+        self.adapters: dict[str, str] = {}
+        """Adapter folder (absolute) -> its PEFT adapter name."""
+        self._spellings: dict[str, str] = {}  # request.adapter as given -> absolute folder
+        self.stop_ids = stop_token_ids(base.generation_config.eos_token_id, self.tokenizer)
+        # transformers 5 renamed the forward argument past_key_values to cache.
+        parameters = inspect.signature(base.forward).parameters
+        self._cache_arg = "cache" if "cache" in parameters else "past_key_values"
+        self.kv_cache = ConversationCache(config.kv_cache_mib * MIB)
+        self._lock = threading.RLock()
         # Seeds for unseeded sampling: fresh entropy on purpose (see module docstring).
         self._rng = np.random.default_rng()
 
@@ -242,62 +225,173 @@ class HFBackend:
     def __repr__(self) -> str:
         return f"HFBackend(key={self.key!r}, device={self.device!r}, dtype={self.dtype!r})"
 
+    def add_adapter(self, adapter: str) -> None:
+        """Load a PEFT LoRA adapter over the base weights, once per folder."""
+        folder = resolve_adapter(adapter)
+        with self._lock:
+            if self.model is None:
+                raise RuntimeError(f"{self.key} is closed")
+            if folder in self.adapters:
+                return
+            from peft import PeftModel
+
+            name = f"adapter_{len(self.adapters)}"
+            try:
+                if self.adapters:
+                    self.model.load_adapter(folder, adapter_name=name, torch_device=self.device)
+                else:
+                    self.model = PeftModel.from_pretrained(
+                        self.base_model, folder, adapter_name=name, torch_device=self.device
+                    )
+            except (ValueError, RuntimeError, KeyError, OSError) as exc:
+                raise ValueError(
+                    f"lora={folder}: PEFT cannot load it over {self.name}: {exc}"
+                ) from exc
+            self.model.eval()
+            self.adapters[folder] = name
+
+    def end_conversations(self, conversations: Sequence[str]) -> None:
+        """Drop the cached KV of finished conversations."""
+        self.kv_cache.end(conversations)
+
     def generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:
-        """Complete all requests; prompts that do not fit the context come back as errors."""
-        if self.model is None:
-            raise RuntimeError(f"{self.key} is closed")
-        start = time.perf_counter()
-        prompts = [self._prompt_ids(request) for request in requests]
-        completions: list[Completion | None] = [None] * len(requests)
-        context = getattr(self.model.config, "max_position_embeddings", None)
-        runnable: list[int] = []
-        for index, (request, ids) in enumerate(zip(requests, prompts, strict=True)):
-            needed = len(ids) + request.sampling.max_tokens
-            if context is not None and needed > context:
-                completions[index] = Completion(
-                    text="",
-                    tokens_in=len(ids),
-                    error=f"prompt of {len(ids)} tokens + max_tokens "
-                    f"{request.sampling.max_tokens} exceeds the model context of {context}",
+        """Complete all requests; prompts that do not fit the context, or that name an adapter
+        that cannot be loaded, come back as errors."""
+        with self._lock:
+            if self.model is None:
+                raise RuntimeError(f"{self.key} is closed")
+            start = time.perf_counter()
+            completions: list[Completion | None] = [None] * len(requests)
+            prompts = [self.encode(request.messages) for request in requests]
+            context = getattr(self.base_model.config, "max_position_embeddings", None)
+            runnable: list[int] = []
+            for index, (request, ids) in enumerate(zip(requests, prompts, strict=True)):
+                problem = self._problem(request, len(ids), context)
+                if problem is not None:
+                    completions[index] = Completion(text="", tokens_in=len(ids), error=problem)
+                else:
+                    runnable.append(index)
+            size = self.config.batch_size
+            for begin in range(0, len(runnable), size):
+                indices = runnable[begin : begin + size]
+                rows = self._decode_batch(
+                    [prompts[i] for i in indices], [requests[i] for i in indices]
                 )
-            else:
-                runnable.append(index)
-        size = self.config.batch_size
-        for begin in range(0, len(runnable), size):
-            indices = runnable[begin : begin + size]
-            rows = self._decode_batch([prompts[i] for i in indices], [requests[i] for i in indices])
-            for index, row in zip(indices, rows, strict=True):
-                text = self.tokenizer.decode(row, skip_special_tokens=True)
-                completions[index] = Completion(
-                    text=text, tokens_in=len(prompts[index]), tokens_out=len(row)
-                )
-        done = [c for c in completions if c is not None]
-        assert len(done) == len(requests)
-        self._recorder.record(done, time.perf_counter() - start)
-        return done
+                for index, (row, reused) in zip(indices, rows, strict=True):
+                    completions[index] = Completion(
+                        text=self.tokenizer.decode(row, skip_special_tokens=True),
+                        tokens_in=len(prompts[index]),
+                        tokens_out=len(row),
+                        tokens_cached=reused,
+                    )
+            done = [c for c in completions if c is not None]
+            assert len(done) == len(requests)
+            self._recorder.record(done, time.perf_counter() - start)
+            return done
 
     def close(self) -> None:
-        """Drop the model so its memory can be freed."""
+        """Drop the model and the cached conversations so their memory can be freed."""
         import gc
 
         import torch
 
-        self.model = None
+        with self._lock:
+            self.model = None
+            self.base_model = None
+            self.kv_cache.clear()
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    def _prompt_ids(self, request: ChatRequest) -> list[int]:
+    def encode(self, messages: Messages) -> list[int]:
+        """Token ids of a chat prompt, ending with the assistant generation prompt."""
         text = self.tokenizer.apply_chat_template(
-            request.as_openai_messages(), add_generation_prompt=True, tokenize=False
+            [{"role": role, "content": content} for role, content in messages],
+            add_generation_prompt=True,
+            tokenize=False,
         )
         # The chat template already writes any BOS/special tokens the model expects.
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def _problem(self, request: ChatRequest, length: int, context: int | None) -> str | None:
+        """Why a request cannot run (context overflow, an adapter that fails to load), or None."""
+        needed = length + request.sampling.max_tokens
+        if context is not None and needed > context:
+            return (
+                f"prompt of {length} tokens + max_tokens {request.sampling.max_tokens} "
+                f"exceeds the model context of {context}"
+            )
+        if request.adapter is not None and request.adapter not in self.adapters:
+            try:
+                self.add_adapter(request.adapter)
+            except ValueError as exc:
+                return str(exc)
+            # Another spelling of a loaded folder (relative, a symlink): remember what it names.
+            self._spellings[request.adapter] = resolve_adapter(request.adapter)
+        return None
+
+    def _adapter_kwargs(self, requests: Sequence[ChatRequest]) -> dict[str, Any]:
+        """``adapter_names`` for a PEFT forward over these rows ({} while no adapter is loaded)."""
+        if not self.adapters:
+            return {}
+        names = []
+        for request in requests:
+            if request.adapter is None:
+                names.append(BASE_ADAPTER)
+            else:
+                folder = self._spellings.get(request.adapter, request.adapter)
+                names.append(self.adapters[folder])
+        return {"adapter_names": names}
+
+    def _prefill(self, ids: list[int], request: ChatRequest) -> tuple[Any, Any, int]:
+        """(prompt KV cache, last-position logits, prompt tokens reused from the conversation
+        cache), prefilling segment by segment (``agents.backends.kv_reuse``)."""
+        import torch
+        from transformers import DynamicCache
+
+        messages, conversation = request.messages, request.conversation
+        keep = conversation is not None and self.kv_cache.budget > 0
+        entry = self.kv_cache.get(conversation) if keep else None
+        past: Any = None
+        done = 0
+        if entry is not None and entry.continued_by(messages, ids, request.adapter):
+            later = segment_ends(messages, ids, self.encode, after=len(entry.messages))
+            ends = [*entry.ends, *(end for end in later if end > len(entry.ids))]
+            past = DynamicCache(ddp_cache_data=entry.layers, config=self.base_model.config)
+            done = len(entry.ids)
+        else:
+            ends = segment_ends(messages, ids, self.encode)
+        reused = done
+        adapter = self._adapter_kwargs([request])
+        for end in ends:
+            if end <= done:
+                continue
+            cache = {} if past is None else {self._cache_arg: past}
+            output = self.model(
+                input_ids=torch.tensor([ids[done:end]], device=self.device),
+                use_cache=True,
+                logits_to_keep=1,
+                **cache,
+                **adapter,
+            )
+            past = getattr(output, self._cache_arg)
+            done = end
+        if keep:
+            assert conversation is not None
+            layers = tuple((layer.keys, layer.values) for layer in past.layers)
+            self.kv_cache.put(
+                conversation,
+                CachedPrompt(
+                    messages, request.adapter, tuple(ids), tuple(ends), layers, kv_nbytes(layers)
+                ),
+            )
+        return past, output.logits[:, -1], reused
+
     def _decode_batch(
         self, prompts: list[list[int]], requests: list[ChatRequest]
-    ) -> list[list[int]]:
-        """The new tokens of every prompt, each ending at its first stop token or max_tokens."""
+    ) -> list[tuple[list[int], int]]:
+        """(new tokens, reused prompt tokens) of every prompt; the tokens end at the first stop
+        token or at max_tokens."""
         import torch
 
         device = self.device
@@ -311,14 +405,13 @@ class HFBackend:
         most = max(s.max_tokens for s in sampling)
         size = width + most - 1  # a row's last token is never fed back to the model
         with torch.inference_mode():
-            caches, first_logits = [], []
-            for ids in prompts:
-                output = self.model(
-                    input_ids=torch.tensor([ids], device=device), use_cache=True, logits_to_keep=1
-                )
-                caches.append(getattr(output, self._cache_arg))
-                first_logits.append(output.logits[:, -1])
-            cache = batch_cache(caches, lengths, size, self.model.config)
+            caches, first_logits, reused = [], [], []
+            for ids, request in zip(prompts, requests, strict=True):
+                cache, logits, cached = self._prefill(ids, request)
+                caches.append(cache)
+                first_logits.append(logits)
+                reused.append(cached)
+            cache = batch_cache(caches, lengths, size, self.base_model.config)
             del caches
             logits = torch.cat(first_logits)
             mask = torch.zeros(len(prompts), size, dtype=torch.long, device=device)
@@ -357,7 +450,8 @@ class HFBackend:
                     position_ids=positions.unsqueeze(-1),
                     use_cache=True,
                     **{self._cache_arg: cache},
+                    **self._adapter_kwargs([requests[r] for r in live]),
                 )
                 positions = positions + 1
                 logits = output.logits[:, -1]
-        return generated
+        return list(zip(generated, reused, strict=True))

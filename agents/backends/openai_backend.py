@@ -214,6 +214,12 @@ class OpenAIBackend:
     async def _complete(self, request: ChatRequest) -> Completion:
         """One request with retries; returns Completion(error=...) once retries run out."""
         assert self._semaphore is not None
+        if request.adapter is not None:
+            return Completion(
+                text="",
+                error=f"the openai back-end applies no adapter ({request.adapter}): serve it "
+                "with the server's lora_modules and name it as the model",
+            )
         kwargs: dict[str, Any] = {
             "model": self.name,
             "messages": request.as_openai_messages(),

@@ -96,7 +96,8 @@ def negotiation_corpus(seed: int, n_dialogues: int = 400) -> list[str]:
     return [negotiation_dialogue(rng) for _ in range(n_dialogues)]
 
 
-def build_tokenizer(seed: int, vocab_size: int):  # -> transformers.PreTrainedTokenizerFast
+def build_tokenizer(seed: int, vocab_size: int, max_positions: int = MAX_POSITIONS):
+    # -> transformers.PreTrainedTokenizerFast
     """Train a byte-level BPE on the negotiation corpus and wrap it for transformers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -121,7 +122,7 @@ def build_tokenizer(seed: int, vocab_size: int):  # -> transformers.PreTrainedTo
         bos_token=BOS_TOKEN,
         eos_token=IM_END,
         pad_token=PAD_TOKEN,
-        model_max_length=MAX_POSITIONS,
+        model_max_length=max_positions,
     )
     wrapped.chat_template = CHAT_TEMPLATE
     return wrapped
@@ -134,8 +135,14 @@ def build_tiny_model(
     hidden: int = 64,
     layers: int = 2,
     heads: int = 4,
+    max_positions: int = MAX_POSITIONS,
 ) -> Path:
-    """Write a tokenizer and a random Qwen2ForCausalLM to out_dir; returns the folder."""
+    """Write a tokenizer and a random Qwen2ForCausalLM to out_dir; returns the folder.
+
+    vLLM's CPU attention needs a head size (hidden / heads) of at least 32: use heads=2 with the
+    default hidden size for a model both the hf and vllm back-ends run. ``max_positions`` is the
+    context length (RoPE: a random model works at any length; multi-turn runs need more than 2,048).
+    """
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -143,7 +150,7 @@ def build_tiny_model(
         raise ValueError(f"hidden={hidden} must be divisible by heads={heads}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(seed, vocab_size)
+    tokenizer = build_tokenizer(seed, vocab_size, max_positions)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
@@ -151,7 +158,7 @@ def build_tiny_model(
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=heads,
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -178,9 +185,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--max-positions", type=int, default=MAX_POSITIONS)
     args = parser.parse_args(argv)
     path = build_tiny_model(
-        args.out_dir, args.seed, args.vocab_size, args.hidden, args.layers, args.heads
+        args.out_dir,
+        args.seed,
+        args.vocab_size,
+        args.hidden,
+        args.layers,
+        args.heads,
+        args.max_positions,
     )
     print(path)
 

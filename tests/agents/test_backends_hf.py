@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -214,7 +215,7 @@ def test_greedy_decoding_matches_transformers_generate(hf_backend: HFBackend) ->
     import torch
 
     request = chat("Would you take $20?", temperature=0, max_tokens=20)
-    ids = hf_backend._prompt_ids(request)
+    ids = hf_backend.encode(request.messages)
     with torch.inference_mode():
         output = hf_backend.model.generate(
             torch.tensor([ids]), do_sample=False, max_new_tokens=20, min_new_tokens=20
@@ -321,8 +322,14 @@ def test_stats_accumulate_requests_and_tokens(hf_backend: HFBackend) -> None:
 
 
 def test_hf_params_are_validated_with_allowed_keys(tiny_model_dir: Path) -> None:
-    with pytest.raises(ValueError, match=r"'lora'.*allowed: device, dtype, batch_size, threads"):
+    with pytest.raises(
+        ValueError, match=r"'adapter'.*allowed: device, dtype, batch_size, threads, kv_cache_mib"
+    ):
+        backend_from_spec("hf", str(tiny_model_dir), {"adapter": "x"})
+    with pytest.raises(ValueError, match="lora= is per request"):
         backend_from_spec("hf", str(tiny_model_dir), {"lora": "x"})
+    with pytest.raises(ValueError, match="kv_cache_mib=-1"):
+        backend_from_spec("hf", str(tiny_model_dir), {"kv_cache_mib": "-1"})
     with pytest.raises(ValueError, match="device='tpu'"):
         backend_from_spec("hf", str(tiny_model_dir), {"device": "tpu"})
     with pytest.raises(ValueError, match="batch_size"):
@@ -342,3 +349,157 @@ def test_threads_param_sets_torch_threads_only_when_given(tiny_model_dir: Path) 
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+# --- conversation KV reuse -----------------------------------------------------------------------
+
+
+def turns(count: int, reply: str = "Thought: hold.\nTarget: 1\nTalk: $40.\nAction: [SELL] $40.00"):
+    """The messages of a seller conversation after ``count`` answered turns, plus a new one."""
+    messages: tuple = (("system", "You are the seller of a guitar. " * 8),)
+    for turn in range(count + 1):
+        if turn:
+            messages += (("assistant", reply),)
+        messages += (("user", f"Buyer 1 offers ${20 + turn}.00. Messages left: {9 - turn}."),)
+    return messages
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 1.0, "seed": 5}])
+def test_a_conversation_turn_prefills_only_its_new_tokens_and_changes_no_result(
+    hf_backend: HFBackend, tiny_model_dir: Path, sampling: dict
+) -> None:
+    no_reuse = backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu", "kv_cache_mib": "0"})
+    assert isinstance(no_reuse, HFBackend)
+    try:
+        for count in range(3):
+            request = ChatRequest(
+                turns(count), SamplingConfig(max_tokens=10, **sampling), conversation="seller-1"
+            )
+            (reused,) = hf_backend.generate([request])
+            (fresh,) = no_reuse.generate([request])
+            assert reused.text == fresh.text and reused.tokens_out == fresh.tokens_out
+            earlier = len(hf_backend.encode(turns(count - 1))) if count else 0
+            assert (reused.tokens_cached, fresh.tokens_cached) == (earlier, 0)
+    finally:
+        no_reuse.close()
+
+
+def test_a_prompt_that_does_not_extend_its_conversation_is_prefilled_from_scratch(
+    hf_backend: HFBackend,
+) -> None:
+    greedy = SamplingConfig(temperature=0, max_tokens=4)
+    hf_backend.generate([ChatRequest(turns(1), greedy, conversation="c")])
+    edited = (("system", "You are the seller of a lamp."), *turns(2)[1:])  # history rewritten
+    (completion,) = hf_backend.generate([ChatRequest(edited, greedy, conversation="c")])
+    assert completion.tokens_cached == 0
+    (again,) = hf_backend.generate([ChatRequest(turns(2), greedy, conversation="other")])
+    assert again.tokens_cached == 0  # another conversation's cache is never borrowed
+    assert hf_backend.kv_cache.get("c").messages == edited  # the entry follows the conversation
+
+
+def test_cached_conversations_stay_within_the_budget_and_finished_ones_are_dropped(
+    tiny_model_dir: Path,
+) -> None:
+    from agents.backends import end_conversations
+
+    backend = backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu", "kv_cache_mib": "1"})
+    assert isinstance(backend, HFBackend)
+    try:
+        greedy = SamplingConfig(temperature=0, max_tokens=2)
+        requests = [ChatRequest(turns(2), greedy, conversation=f"c{i}") for i in range(12)]
+        backend.generate(requests)
+        cache = backend.kv_cache
+        assert 0 < cache.nbytes <= 2**20 and cache.evictions > 0
+        kept = [f"c{i}" for i in range(12) if cache.get(f"c{i}") is not None]
+        assert kept == [f"c{i}" for i in range(12 - len(kept), 12)]  # the most recent stay
+        end_conversations(backend, kept[:1])
+        assert cache.get(kept[0]) is None and len(cache) == len(kept) - 1
+        backend.close()
+        assert len(cache) == 0 and cache.nbytes == 0
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("temperature", ["0", "0.7"])
+def test_engine_records_are_identical_with_and_without_kv_reuse(
+    lora_model_dir: Path, temperature: str, one_thread: None
+) -> None:
+    """Narrated sellers play valid moves for five turns: every later turn reuses its prompt."""
+    from agents.engine import run_episodes
+    from agents.llm import make_llm_agent
+    from arena.catalog import load_catalog
+    from arena.config import get_preset
+    from arena.scenarios import make_scenarios
+
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, load_catalog(None), 3, 3)
+    results = {}
+    for mib in ("1024", "0"):
+        seller = (
+            f"hf:{lora_model_dir}?device=cpu&kv_cache_mib={mib}&narrate=scripted:prober"
+            f"&temperature={temperature}&max_tokens=12"
+        )
+        records, stats = run_episodes(config, scenarios, seller, ["scripted:time"])
+        results[mib] = [record.result for record in records]
+        cached = make_llm_agent(seller, "seller").backend.stats.tokens_cached
+        assert stats.requests > 2 * len(scenarios)
+        assert (cached > stats.tokens_in / 2) if mib != "0" else cached == 0
+    assert results["1024"] == results["0"]
+
+
+# --- LoRA adapters over one base model --------------------------------------------------------
+
+
+def test_adapters_change_transcripts_over_one_model_load(
+    lora_model_dir: Path, lora_adapters: list[Path], one_thread: None
+) -> None:
+    from agents.engine import run_jobs
+    from arena.catalog import load_catalog
+    from arena.config import get_preset
+    from arena.scenarios import make_scenarios
+
+    config = get_preset("in-distribution")
+    base = f"hf:{lora_model_dir}?device=cpu&temperature=0&max_tokens=16"
+    sellers = [base] + [f"{base}&lora={adapter}" for adapter in lora_adapters[:2]]
+    (scenario,) = make_scenarios(config, load_catalog(None), 0, 1)
+    jobs = [(seller, ("scripted:time",) * 3, scenario) for seller in sellers]
+    records, stats = run_jobs(config, jobs)
+    assert len(stats.per_backend) == 1 and stats.errors == 0
+    assert next(iter(stats.per_backend.values())).mixed_batches >= 1
+    seller_texts = [[t.text for t in r.result.turns if t.agent == "seller"] for r in records]
+    assert len({repr(texts) for texts in seller_texts}) == 3  # base, gen1, gen2 all differ
+    from agents.llm import make_llm_agent
+
+    backend = make_llm_agent(sellers[1], "seller").backend.backend  # the view's shared back-end
+    assert backend.stats.model_loads == 1 and len(backend.adapters) == 2
+
+
+def test_a_mixed_adapter_batch_gives_each_request_its_text_alone(
+    lora_model_dir: Path, lora_adapters: list[Path], one_thread: None
+) -> None:
+    backend = backend_from_spec("hf", str(lora_model_dir), {"device": "cpu"})
+    assert isinstance(backend, HFBackend)
+    try:
+        adapters = [None, str(lora_adapters[0]), str(lora_adapters[1]), str(lora_adapters[0])]
+        requests = [
+            ChatRequest(
+                (("user", f"Offer ${12 + i}.00"),),
+                SamplingConfig(temperature=0, max_tokens=12),
+                adapter=adapter,
+            )
+            for i, adapter in enumerate(adapters)
+        ]
+        batched = [c.text for c in backend.generate(requests)]
+        alone = [backend.generate([request])[0].text for request in requests]
+        assert batched == alone
+        assert len(set(alone[:3])) == 3
+        folder = lora_adapters[0]
+        spelled = str(folder.parent / ".." / folder.parent.name / folder.name)  # same folder
+        (same,) = backend.generate([dataclasses.replace(requests[1], adapter=spelled)])
+        assert same.text == alone[1] and len(backend.adapters) == 2
+        with pytest.raises(ValueError, match="no adapter_config"):
+            backend.add_adapter(str(lora_model_dir))  # a model folder, not an adapter
+        (failed,) = backend.generate([dataclasses.replace(requests[0], adapter="/nowhere")])
+        assert failed.error is not None and "lora=/nowhere" in failed.error
+    finally:
+        backend.close()
