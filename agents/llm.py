@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.backends import get_backend
+from agents.backends import end_conversations, get_backend
 from agents.backends.base import (
     SAMPLING_KEYS,
     Backend,
@@ -213,6 +213,7 @@ class LLMAgent:
         self.sampling = SamplingConfig(max_tokens=DEFAULT_MAX_TOKENS)
         self.context: EpisodeContext | None = None
         self.conversation: Conversation | None = None
+        self.conversation_id: str | None = None
         self.requests = 0
         self._pending: tuple[str, Move | None] | None = None
         self.last_completion: Completion | None = None
@@ -235,8 +236,12 @@ class LLMAgent:
         temperature = market.seller_temperature if seller else market.buyer_temperature
         default = SamplingConfig(temperature=temperature, max_tokens=DEFAULT_MAX_TOKENS)
         self.sampling = sampling_from_params(self._sampling_params, default)
+        if self.conversation_id is not None:
+            # The previous episode is over: its back-end may drop the KV cache it kept for it.
+            end_conversations(self.backend, [self.conversation_id])
         self.context = context
         self.conversation = None
+        self.conversation_id = None
         self.requests = 0
         self._pending = None
         if self.narrator is not None:
@@ -249,9 +254,13 @@ class LLMAgent:
             raise RuntimeError(f"{self.spec!r}: call reset(context) before request()")
         if self._pending is not None:
             raise RuntimeError(f"{self.spec!r}: receive() the previous reply first")
+        episode = f"{context.scenario.seed}:{context.scenario.index}/{context.role}"
         if self.conversation is None:
             system = system_prompt(view, context.config.total_turns, self.config.persona)
             self.conversation = Conversation(system, self.config.history)
+            # One id per agent per episode (the live Conversation object's id keeps concurrent
+            # episodes of the same scenario apart): back-ends key cached KV by it.
+            self.conversation_id = f"{episode}#{id(self.conversation):x}"
         user = observation(view)
         move = None
         if self.narrator is not None:
@@ -259,7 +268,6 @@ class LLMAgent:
             user = f"{user}\n\n{narration_note(describe_move(move))}"
         seed = request_seed(context.seed, self.seed_base, self.requests) if self.seeded else None
         sampling = dataclasses.replace(self.sampling, seed=seed)
-        episode = f"{context.scenario.seed}:{context.scenario.index}/{context.role}"
         tag = f"{episode}/{self.requests}"
         self.requests += 1
         self._pending = (user, move)
@@ -269,9 +277,7 @@ class LLMAgent:
             tag,
             # The adapter of an AdapterView back-end (agents.backends.adapters); None otherwise.
             adapter=getattr(self.backend, "adapter", None),
-            # One id per agent per episode (the live Conversation object's id keeps concurrent
-            # episodes of the same scenario apart): back-ends key cached KV by it.
-            conversation=f"{episode}#{id(self.conversation):x}",
+            conversation=self.conversation_id,
         )
 
     def receive(self, completion: Completion) -> str:
