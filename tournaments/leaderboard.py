@@ -286,10 +286,9 @@ def stored_lineups(
 ) -> tuple[list[str], list[tuple[str, ...]]]:
     """The sellers and the buyer entries of the tournaments stored in ``db`` (or of the one
     named), each once, in storage and config order: the entries make pool episodes count for
-    their pool, and both give the default rating anchor (:func:`default_anchor`)."""
-    if not Path(db).is_file():
-        raise FileNotFoundError(f"results database {db} does not exist")
-    with Store.open(db) as store:
+    their pool, and both give the default rating anchor (:func:`default_anchor`). The file is
+    opened read-only."""
+    with Store.open(db, read_only=True) as store:
         if tournament is None:
             rows = store.db.execute("SELECT config FROM tournaments ORDER BY id").fetchall()
         else:

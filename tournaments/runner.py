@@ -48,7 +48,8 @@ from arena.records import EpisodeKey
 from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
-from tournaments.store import EncodedEpisode, Store, encode_episode
+from tournaments.rows import EncodedEpisode, encode_episode
+from tournaments.store import Store
 
 EXECUTORS = ("local", "ray")
 
