@@ -16,8 +16,9 @@ writer only runs SQL. Executors:
 An episode already in the store is skipped, so a killed run resumes where it stopped. Episodes
 are identified by their :class:`arena.records.EpisodeKey` (players and scenario): when two
 pairings give the same lineup on a scenario (a pool can draw the same specs as a fixed entry),
-the episode is played once and counted for both. Run one runner per tournament and database at a
-time: two would play the same episodes and the second to store one fails on the unique key.
+the episode is played once and counted for both. One run writes a database at a time: a second
+run on the same file stops at once, naming the first (:mod:`tournaments.lock`); ``arena ratings``
+and ``arena report`` read it meanwhile.
 
 A chunk is played by the batched engine (:func:`agents.engine.play_matches`): scripted agents
 answer at once, and the requests of LLM agents are batched per back-end across the chunk's
@@ -28,6 +29,7 @@ model calls as one episode has turns. The ``arena tournament run`` command calls
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -48,6 +50,7 @@ from arena.records import EpisodeKey
 from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
+from tournaments.lock import writer_lock
 from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.store import Store
 
@@ -154,7 +157,9 @@ def run_tournament(
 
     Episodes go to the store at ``db_path`` (a path, or a :class:`Store` the caller keeps open)
     as chunks finish (``None``: play without storing, e.g. to time the store). Resumable: what
-    is stored is skipped.
+    is stored is skipped. Given a path, the run holds the database's writer lock
+    (:mod:`tournaments.lock`): :class:`tournaments.lock.DatabaseInUse` at once when another run
+    holds it.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
@@ -163,12 +168,15 @@ def run_tournament(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     market = config.market_config()
-    catalog = split_catalog(load_catalog(config.catalog), config.split)
-    scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
-
-    own = isinstance(db_path, str | Path)
-    store = Store.open(db_path) if own else db_path  # type: ignore[arg-type]
-    try:
+    with contextlib.ExitStack() as stack:
+        store = None if isinstance(db_path, str | Path) else db_path
+        if isinstance(db_path, str | Path):
+            # The lock first: a second run on the file stops before any work (tournaments.lock).
+            stack.enter_context(writer_lock(db_path, f"tournament {config.name}"))
+        catalog = split_catalog(load_catalog(config.catalog), config.split)
+        scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
+        if isinstance(db_path, str | Path):
+            store = stack.enter_context(Store.open(db_path))
         outcomes: dict[EpisodeKey, tuple[float, str]] = {}
         tournament_id = -1
         if store is not None:
@@ -196,13 +204,12 @@ def run_tournament(
             finished = _run_ray(task, chunks, workers, ray_address)
         else:
             finished = _run_local(task, chunks, workers)
+        # Closed on the way out, so a failed run's pool is shut down before the lock is freed.
+        stack.callback(finished.close)
         with _progress_bar(progress, len(jobs) + skipped, skipped, config.name) as advance:
             for results in finished:
                 write(results)
                 advance(len(results))
-    finally:
-        if store is not None and own:
-            store.close()
     return TournamentSummary(
         name=config.name,
         db_path=None if store is None else str(store.path),
