@@ -9,8 +9,10 @@ Sampling keys in `params` are ignored here: they are the agent's (see `sampling_
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from agents.backends.base import (
@@ -46,11 +48,42 @@ def backend_config(kind: str, params: Mapping[str, str]) -> Any:
     return config_from_params(config_cls, kind, params)
 
 
+MODEL_KINDS = ("hf", "vllm")
+"""Back-ends that load a model from a folder or a hub id (``openai`` names a served model)."""
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+"""``model`` or ``org/model``: a name the back-end resolves from its cache or the hub."""
+
+
+def check_model_source(kind: str, name: str, config: Any) -> None:
+    """Refuse a local model or adapter folder that is missing or incomplete, before anything
+    heavy is imported. A name that is no path on disk but reads as a hub id (``org/model``) is
+    left to the back-end."""
+    if kind not in MODEL_KINDS:
+        return
+    _check_folder(name, "config.json", f"{kind} model", hub_ok=True)
+    lora = getattr(config, "lora", None)
+    if lora:
+        _check_folder(lora, "adapter_config.json", "lora adapter", hub_ok=False)
+
+
+def _check_folder(name: str, marker: str, what: str, hub_ok: bool) -> None:
+    path = Path(name)
+    if path.is_dir():
+        if not (path / marker).is_file():
+            raise ValueError(f"{what} folder {name} has no {marker}")
+    elif path.exists():
+        raise ValueError(f"{what} {name} is a file; give the folder that holds it")
+    elif not (hub_ok and _HUB_ID.fullmatch(name)):
+        raise ValueError(f"no {what} folder at {name}")
+
+
 def backend_from_spec(kind: str, name: str, params: Mapping[str, str]) -> Backend:
     """A new back-end instance (not cached); prefer `get_backend` in agents."""
     if not name:
         raise ValueError(f"{kind} back-end needs a model name or path, got an empty one")
     config = backend_config(kind, params)
+    check_model_source(kind, name, config)
     _, backend_cls = BACKENDS[kind]
     return backend_cls(name, config)
 
@@ -62,6 +95,7 @@ def get_backend(kind: str, name: str, params: Mapping[str, str]) -> Backend:
     sampling keys never split the cache.
     """
     config = backend_config(kind, params)
+    check_model_source(kind, name, config)
     key = (kind, name, config)
     with _CACHE_LOCK:
         if key not in _CACHE:
@@ -94,6 +128,7 @@ __all__ = [
     "VLLMConfig",
     "backend_config",
     "backend_from_spec",
+    "check_model_source",
     "close_backends",
     "get_backend",
     "sampling_from_params",
