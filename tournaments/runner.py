@@ -30,6 +30,7 @@ model calls as one episode has turns. The ``arena tournament run`` command calls
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -167,6 +168,8 @@ def run_tournament(
         raise ValueError(f"workers must be >= 1, got {workers}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise ValueError("the ray executor needs Ray: pip install 'bargain-arena[ray]'")
     market = config.market_config()
     with contextlib.ExitStack() as stack:
         store = None if isinstance(db_path, str | Path) else db_path
@@ -248,10 +251,8 @@ def _run_ray(
     task: ChunkTask, chunks: list[list[Match]], workers: int, ray_address: str | None
 ) -> Iterator[list[Played]]:
     """Chunk results as they complete, each chunk a Ray task."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise RuntimeError("the ray executor needs Ray: pip install 'bargain-arena[ray]'") from exc
+    import ray  # present: run_tournament checked
+
     started = not ray.is_initialized()
     if started:
         if ray_address or os.environ.get("RAY_ADDRESS"):
