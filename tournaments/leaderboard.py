@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from agents.specs import is_scripted
 from arena import metrics
@@ -332,8 +333,8 @@ def _fmt(value: Any) -> str:
 
 def render_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
     """The leaderboard as a rich table: rank, agent, role, rating with interval, Elo, games,
-    then the metric columns any row has."""
-    table = Table(title=title)
+    then the metric columns any row has. Every cell is plain text, never rich markup."""
+    table = Table(title=None if title is None else Text(title))
     for header in ("#", "Agent", "Role", "Rating", "CI", "Elo", "Games", "Episodes"):
         table.add_column(header, justify="left" if header in ("Agent", "Role") else "right")
     shown = [(key, header) for key, header in columns() if any(key in row for row in rows)]
@@ -349,5 +350,5 @@ def render_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Ta
         cells = [str(rank), row["agent"], row["role"], rating, interval, elo]
         cells += [str(row["games"]), str(row["episodes"])]
         cells += [_fmt(row[key]) if key in row else "" for key, _ in shown]
-        table.add_row(*cells)
+        table.add_row(*(Text(cell) for cell in cells))
     return table

@@ -40,8 +40,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from agents.driver import Match, buyer_lineup
 from agents.engine import play_matches
@@ -90,8 +92,10 @@ class TournamentSummary:
     pairings: tuple[PairingSummary, ...]
 
     def table(self) -> Table:
-        """The per-pairing summary as a rich table."""
-        table = Table(title=f"{self.name}: {self.played} played, {self.skipped} already stored")
+        """The per-pairing summary as a rich table; names are shown verbatim, never as markup."""
+        table = Table(
+            title=Text(f"{self.name}: {self.played} played, {self.skipped} already stored")
+        )
         table.add_column("seller")
         table.add_column("buyers")
         table.add_column("episodes", justify="right")
@@ -99,8 +103,8 @@ class TournamentSummary:
         table.add_column("deal rate", justify="right")
         for p in self.pairings:
             table.add_row(
-                p.seller,
-                p.buyers,
+                Text(p.seller),
+                Text(p.buyers),
                 str(p.episodes),
                 f"{p.mean_seller_reward:.4f}",
                 f"{p.deal_rate:.1%}",
@@ -288,7 +292,7 @@ class _RichProgress:
         # No auto-refresh thread: the process pool forks after the bar starts, and forking a
         # process that runs threads can deadlock the child. The bar refreshes per chunk.
         self.progress = Progress(auto_refresh=False)
-        self.task = self.progress.add_task(name, total=total, completed=done)
+        self.task = self.progress.add_task(escape(name), total=total, completed=done)
 
     def __enter__(self) -> Callable[[int], None]:
         self.progress.start()
