@@ -90,12 +90,13 @@ def _usage(exc: Any) -> NoReturn:
 
 
 def progress() -> Progress:
-    """A progress bar on stderr, so stdout keeps only the results."""
+    """A progress bar on stderr, so stdout keeps only the results; transient: it is gone when
+    the work ends (the command then prints what was done), and an error stays one line."""
     return Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err_console,
-        transient=False,
+        transient=True,
     )
