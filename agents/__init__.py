@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.llm import make_llm_agent
+from agents.llm import check_llm_spec, make_llm_agent
 from agents.scripted import make_scripted
 from agents.specs import AgentSpec, SpecError, parse_spec
 
@@ -22,7 +22,9 @@ def make_agent(spec: str | AgentSpec, role: str):
 
 
 def check_spec(spec: str, role: str, where: str | None = None) -> AgentSpec:
-    """Parse and, for scripted agents, build once, so a bad spec fails before any work.
+    """Parse and check a spec so that a bad one fails before any work: a scripted agent is built
+    once; an LLM agent's parameters are read and its local model folder looked for, no model
+    is loaded (:func:`agents.llm.check_llm_spec`).
 
     ``where`` (e.g. "tournament.sellers[1]") prefixes the error so a config file's mistake is
     found at once.
@@ -33,6 +35,8 @@ def check_spec(spec: str, role: str, where: str | None = None) -> AgentSpec:
         parsed = parse_spec(spec)
         if parsed.kind == "scripted":
             make_agent(parsed, role)
+        else:
+            check_llm_spec(parsed, role)
     except ValueError as exc:
         if where is None:
             raise

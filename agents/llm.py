@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.backends import end_conversations, get_backend
+from agents.backends import check_model_source, end_conversations, get_backend
 from agents.backends.base import (
     SAMPLING_KEYS,
     Backend,
@@ -201,15 +201,7 @@ class LLMAgent:
         self.backend = backend
         self.config = config
         self.narrator = narrator
-        params = {k: v for k, v in sampling.items() if k != "seed"}
-        raw_seed = sampling.get("seed")
-        self.seeded = raw_seed is None or raw_seed.strip().lower() not in UNSEEDED
-        try:
-            self.seed_base = int(raw_seed) if self.seeded and raw_seed is not None else 0
-            sampling_from_params(params)
-        except ValueError as exc:
-            raise SpecError(f"{spec.raw!r}: {exc}") from None
-        self._sampling_params = params
+        self._sampling_params, self.seeded, self.seed_base = parse_sampling(spec, sampling)
         self.sampling = SamplingConfig(max_tokens=DEFAULT_MAX_TOKENS)
         self.context: EpisodeContext | None = None
         self.conversation: Conversation | None = None
@@ -321,8 +313,26 @@ def split_agent_params(
     return agent, sampling, backend
 
 
-def make_llm_agent(spec: str | AgentSpec, role: str) -> LLMAgent:
-    """Build the LLM agent named by ``spec`` for ``role``; back-ends are shared per model."""
+def parse_sampling(
+    spec: AgentSpec, sampling: Mapping[str, str]
+) -> tuple[dict[str, str], bool, int]:
+    """(sampling params but the seed, whether requests are seeded, the seed base) of a spec."""
+    params = {k: v for k, v in sampling.items() if k != "seed"}
+    raw_seed = sampling.get("seed")
+    seeded = raw_seed is None or raw_seed.strip().lower() not in UNSEEDED
+    try:
+        seed_base = int(raw_seed) if seeded and raw_seed is not None else 0
+        sampling_from_params(params)
+    except ValueError as exc:
+        raise SpecError(f"{spec.raw!r}: {exc}") from None
+    return params, seeded, seed_base
+
+
+def _llm_parts(
+    spec: str | AgentSpec, role: str
+) -> tuple[AgentSpec, LLMAgentConfig, Any, dict[str, str], dict[str, str]]:
+    """(spec, agent config, narrator, sampling params, back-end params), each checked, and the
+    local model folder looked for; no model is loaded."""
     parsed = parse_spec(spec) if isinstance(spec, str) else spec
     if parsed.kind == "scripted":
         raise SpecError(f"{parsed.raw!r} is a scripted agent; use agents.make_agent")
@@ -331,8 +341,29 @@ def make_llm_agent(spec: str | AgentSpec, role: str) -> LLMAgent:
     agent_params, sampling, backend_params = split_agent_params(parsed.params)
     config = build_config(LLMAgentConfig, agent_params, parsed.raw)
     narrator = make_scripted(parse_spec(config.narrate), role) if config.narrate else None
+    parse_sampling(parsed, sampling)
     try:
-        backend = get_backend(parsed.kind, parsed.name, backend_params)
+        check_model_source(parsed.kind, parsed.name, backend_params)
     except ValueError as exc:
         raise SpecError(f"{parsed.raw!r}: {exc}") from None
+    return parsed, config, narrator, sampling, backend_params
+
+
+def check_llm_spec(spec: str | AgentSpec, role: str) -> AgentSpec:
+    """Everything :func:`make_llm_agent` checks, without loading a model: the agent, sampling
+    and back-end parameters, and that a local model (or adapter) folder exists."""
+    return _llm_parts(spec, role)[0]
+
+
+def make_llm_agent(spec: str | AgentSpec, role: str) -> LLMAgent:
+    """Build the LLM agent named by ``spec`` for ``role``; back-ends are shared per model. A
+    back-end that fails to start (a model that does not load, a missing library) is a
+    :class:`SpecError` naming the spec."""
+    parsed, config, narrator, sampling, backend_params = _llm_parts(spec, role)
+    try:
+        backend = get_backend(parsed.kind, parsed.name, backend_params)
+    except Exception as exc:
+        raise SpecError(
+            f"{parsed.raw!r}: the {parsed.kind} back-end did not start: {type(exc).__name__}: {exc}"
+        ) from exc
     return LLMAgent(parsed, role, backend, config, sampling, narrator)

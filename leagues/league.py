@@ -32,7 +32,9 @@ trained together with a baseline per role (see :mod:`leagues.rollout`), and each
 evaluated as a seller against the initial buyers and as a buyer against the initial sellers.
 
 Resumable: a killed run restarts at the first unfinished stage; training resumes from its last
-trainer checkpoint, evaluation skips stored episodes, and nothing finished is redone.
+trainer checkpoint, evaluation skips stored episodes, and nothing finished is redone. One run
+writes a database at a time: a league or tournament run on a file in use stops at once
+(:mod:`tournaments.lock`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from leagues.summary import LeagueSummary, summarize
 from leagues.trainer import TrainJob, merge_adapter, train_learner
 from tournaments.config import TournamentConfig
 from tournaments.leaderboard import default_anchor, leaderboard
+from tournaments.lock import writer_lock
 from tournaments.ratings import RatingConfig
 from tournaments.runner import run_tournament
 from tournaments.store import Store
@@ -295,18 +298,21 @@ def run_league(
 ) -> LeagueSummary:
     """Run (or resume) the league into the database at ``db_path``; see the module docstring.
 
-    With ``report``, an HTML report (tournament leaderboards, training curves, ratings per
-    generation) is written to ``<folder>/report/index.html`` at the end.
+    The run holds the database's writer lock (:mod:`tournaments.lock`), so a second league or
+    tournament run on the same file stops at once. With ``report``, an HTML report (tournament
+    leaderboards, training curves, ratings per generation) is written to
+    ``<folder>/report/index.html`` at the end.
     """
     check_splits(config)
     db = Path(db_path)
     folder = league_folder(config, db)
-    folder.mkdir(parents=True, exist_ok=True)
-    if config.cpu_threads:
-        import torch
+    # The database's writer lock first: a second run on the file stops before any work.
+    with writer_lock(db, f"league {config.name}"), Store.open(db) as store:
+        folder.mkdir(parents=True, exist_ok=True)
+        if config.cpu_threads:
+            import torch
 
-        torch.set_num_threads(config.cpu_threads)
-    with Store.open(db) as store:
+            torch.set_num_threads(config.cpu_threads)
         register_league(store, config)
         base = prepare_base_model(config, folder, log)
         run = LeagueRun(config, store, folder, base, log)

@@ -170,7 +170,7 @@ def league_sections(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections: list[Section] = []
-    with Store.open(db_path) as store:
+    with Store.open(db_path, read_only=True) as store:
         names = leagues_in(store) if league is None else [league]
         for name in names:
             safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from leagues.config import LeagueConfig
 from leagues.state import generations, league_ratings, training_steps
@@ -28,18 +29,13 @@ class LeagueSummary:
     """Ratings after the last generation."""
 
     def __rich__(self) -> Any:
-        gens = Table(title=f"league {self.name}: generations")
+        # Names, specs and paths are shown verbatim (Text), never read as rich markup.
+        gens = Table(title=Text(f"league {self.name}: generations"))
         for header in ("gen", "side", "checkpoint", "parent", "opponents", "train reward"):
             gens.add_column(header)
         for row in self.generations:
-            gens.add_row(
-                str(row["generation"]),
-                row["side"],
-                row["label"],
-                row["parent"],
-                row["opponents"],
-                row["train_reward"],
-            )
+            keys = ("generation", "side", "label", "parent", "opponents", "train_reward")
+            gens.add_row(*(Text(str(row[key])) for key in keys))
         board = Table(title="ratings after the last generation (Bradley-Terry, 95% interval)")
         for header in ("role", "agent", "rating", "interval", "episodes", "mean reward"):
             board.add_column(header)
@@ -51,15 +47,20 @@ class LeagueSummary:
             )
             board.add_row(
                 row["role"],
-                row["label"],
+                Text(row["label"]),
                 _fmt(row["rating"], 0),
                 interval,
                 str(row["episodes"]),
                 _fmt(row["reward"], 3),
             )
-        parts: list[Any] = [gens, board, f"database: {self.db_path}", f"files: {self.folder}"]
+        parts: list[Any] = [
+            gens,
+            board,
+            Text(f"database: {self.db_path}"),
+            Text(f"files: {self.folder}"),
+        ]
         if self.report:
-            parts.append(f"report: {self.report}")
+            parts.append(Text(f"report: {self.report}"))
         return Group(*parts)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from agents import check_spec
 from agents.engine import run_episodes
-from arena.catalog import load_catalog, split_catalog
+from arena.catalog import Product, load_catalog, split_catalog
 from arena.config import MarketConfig, config_to_dict
 from arena.metrics import summarize
 from arena.records import EpisodeRecord
@@ -34,6 +34,10 @@ class EvalConfig:
     )
     episodes: int = field(default=256, metadata={"help": "Number of scenarios to play."})
     seed: int = field(default=0, metadata={"help": "Fixes the scenario list (paired runs)."})
+    start: int = field(
+        default=0,
+        metadata={"help": "Index of the first scenario played in the seed's list (0-based)."},
+    )
     catalog: str | None = field(
         default=None, metadata={"help": "Catalogue path; None uses the packaged default."}
     )
@@ -44,15 +48,27 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
-            raise ValueError("episodes must be >= 1")
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if self.start < 0:
+            raise ValueError(f"start must be >= 0, got {self.start}")
         if not self.buyers:
             raise ValueError("give at least one buyer spec")
         if self.max_concurrent < 1:
-            raise ValueError("max_concurrent must be >= 1")
+            raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
+        # Specs are checked here, before any work: no model is loaded (agents.check_spec).
+        check_spec(self.seller, "seller")
+        for spec in self.buyers:
+            check_spec(spec, "buyer")
 
     def market(self) -> MarketConfig:
         """The preset with the overrides read by the settings dialect."""
         return market_config(self.preset, dict(self.overrides), "--set")
+
+    def products(self) -> list[Product]:
+        """The catalogue's products of ``split`` (a bad path or split is an error naming it)."""
+        return split_catalog(load_catalog(self.catalog), self.split)
 
 
 @dataclass
@@ -85,13 +101,13 @@ def json_safe(value: Any) -> Any:
 def evaluate(
     config: EvalConfig, on_episode: Callable[[EpisodeRecord], None] | None = None
 ) -> EvalReport:
-    """Play ``config.episodes`` scenarios and summarise them with the paper's metrics."""
+    """Play scenarios ``start .. start+episodes-1`` and summarise them with the paper's
+    metrics; scenario ``k`` is the same whatever the start, so one episode can be replayed alone
+    (``arena play --index k``)."""
     market = config.market()
-    check_spec(config.seller, "seller")
-    for spec in config.buyers:
-        check_spec(spec, "buyer")
-    catalog = split_catalog(load_catalog(config.catalog), config.split)
-    scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
+    scenarios = make_scenarios(
+        market, config.products(), config.seed, config.episodes, config.start
+    )
     start = time.perf_counter()
     records, stats = run_episodes(
         market,
@@ -111,6 +127,7 @@ def evaluate(
         "market": config_to_dict(market),
         "episodes": config.episodes,
         "seed": config.seed,
+        "start": config.start,
         "catalog": config.catalog or "default",
         "split": config.split,
     }

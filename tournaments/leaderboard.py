@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from agents.specs import is_scripted
 from arena import metrics
@@ -286,10 +287,9 @@ def stored_lineups(
 ) -> tuple[list[str], list[tuple[str, ...]]]:
     """The sellers and the buyer entries of the tournaments stored in ``db`` (or of the one
     named), each once, in storage and config order: the entries make pool episodes count for
-    their pool, and both give the default rating anchor (:func:`default_anchor`)."""
-    if not Path(db).is_file():
-        raise FileNotFoundError(f"results database {db} does not exist")
-    with Store.open(db) as store:
+    their pool, and both give the default rating anchor (:func:`default_anchor`). The file is
+    opened read-only."""
+    with Store.open(db, read_only=True) as store:
         if tournament is None:
             rows = store.db.execute("SELECT config FROM tournaments ORDER BY id").fetchall()
         else:
@@ -333,8 +333,8 @@ def _fmt(value: Any) -> str:
 
 def render_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
     """The leaderboard as a rich table: rank, agent, role, rating with interval, Elo, games,
-    then the metric columns any row has."""
-    table = Table(title=title)
+    then the metric columns any row has. Every cell is plain text, never rich markup."""
+    table = Table(title=None if title is None else Text(title))
     for header in ("#", "Agent", "Role", "Rating", "CI", "Elo", "Games", "Episodes"):
         table.add_column(header, justify="left" if header in ("Agent", "Role") else "right")
     shown = [(key, header) for key, header in columns() if any(key in row for row in rows)]
@@ -350,5 +350,5 @@ def render_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Ta
         cells = [str(rank), row["agent"], row["role"], rating, interval, elo]
         cells += [str(row["games"]), str(row["episodes"])]
         cells += [_fmt(row[key]) if key in row else "" for key, _ in shown]
-        table.add_row(*cells)
+        table.add_row(*(Text(cell) for cell in cells))
     return table

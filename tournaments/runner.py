@@ -16,8 +16,9 @@ writer only runs SQL. Executors:
 An episode already in the store is skipped, so a killed run resumes where it stopped. Episodes
 are identified by their :class:`arena.records.EpisodeKey` (players and scenario): when two
 pairings give the same lineup on a scenario (a pool can draw the same specs as a fixed entry),
-the episode is played once and counted for both. Run one runner per tournament and database at a
-time: two would play the same episodes and the second to store one fails on the unique key.
+the episode is played once and counted for both. One run writes a database at a time: a second
+run on the same file stops at once, naming the first (:mod:`tournaments.lock`); ``arena ratings``
+and ``arena report`` read it meanwhile.
 
 A chunk is played by the batched engine (:func:`agents.engine.play_matches`): scripted agents
 answer at once, and the requests of LLM agents are batched per back-end across the chunk's
@@ -28,6 +29,8 @@ model calls as one episode has turns. The ``arena tournament run`` command calls
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -37,8 +40,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from agents.driver import Match, buyer_lineup
 from agents.engine import play_matches
@@ -48,7 +53,9 @@ from arena.records import EpisodeKey
 from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
-from tournaments.store import EncodedEpisode, Store, encode_episode
+from tournaments.lock import writer_lock
+from tournaments.rows import EncodedEpisode, encode_episode
+from tournaments.store import Store
 
 EXECUTORS = ("local", "ray")
 
@@ -85,8 +92,10 @@ class TournamentSummary:
     pairings: tuple[PairingSummary, ...]
 
     def table(self) -> Table:
-        """The per-pairing summary as a rich table."""
-        table = Table(title=f"{self.name}: {self.played} played, {self.skipped} already stored")
+        """The per-pairing summary as a rich table; names are shown verbatim, never as markup."""
+        table = Table(
+            title=Text(f"{self.name}: {self.played} played, {self.skipped} already stored")
+        )
         table.add_column("seller")
         table.add_column("buyers")
         table.add_column("episodes", justify="right")
@@ -94,8 +103,8 @@ class TournamentSummary:
         table.add_column("deal rate", justify="right")
         for p in self.pairings:
             table.add_row(
-                p.seller,
-                p.buyers,
+                Text(p.seller),
+                Text(p.buyers),
                 str(p.episodes),
                 f"{p.mean_seller_reward:.4f}",
                 f"{p.deal_rate:.1%}",
@@ -153,7 +162,9 @@ def run_tournament(
 
     Episodes go to the store at ``db_path`` (a path, or a :class:`Store` the caller keeps open)
     as chunks finish (``None``: play without storing, e.g. to time the store). Resumable: what
-    is stored is skipped.
+    is stored is skipped. Given a path, the run holds the database's writer lock
+    (:mod:`tournaments.lock`): :class:`tournaments.lock.DatabaseInUse` at once when another run
+    holds it.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
@@ -161,13 +172,18 @@ def run_tournament(
         raise ValueError(f"workers must be >= 1, got {workers}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise ValueError("the ray executor needs Ray: pip install 'bargain-arena[ray]'")
     market = config.market_config()
-    catalog = split_catalog(load_catalog(config.catalog), config.split)
-    scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
-
-    own = isinstance(db_path, str | Path)
-    store = Store.open(db_path) if own else db_path  # type: ignore[arg-type]
-    try:
+    with contextlib.ExitStack() as stack:
+        store = None if isinstance(db_path, str | Path) else db_path
+        if isinstance(db_path, str | Path):
+            # The lock first: a second run on the file stops before any work (tournaments.lock).
+            stack.enter_context(writer_lock(db_path, f"tournament {config.name}"))
+        catalog = split_catalog(load_catalog(config.catalog), config.split)
+        scenarios = make_scenarios(market, catalog, config.seed, config.episodes)
+        if isinstance(db_path, str | Path):
+            store = stack.enter_context(Store.open(db_path))
         outcomes: dict[EpisodeKey, tuple[float, str]] = {}
         tournament_id = -1
         if store is not None:
@@ -195,13 +211,12 @@ def run_tournament(
             finished = _run_ray(task, chunks, workers, ray_address)
         else:
             finished = _run_local(task, chunks, workers)
+        # Closed on the way out, so a failed run's pool is shut down before the lock is freed.
+        stack.callback(finished.close)
         with _progress_bar(progress, len(jobs) + skipped, skipped, config.name) as advance:
             for results in finished:
                 write(results)
                 advance(len(results))
-    finally:
-        if store is not None and own:
-            store.close()
     return TournamentSummary(
         name=config.name,
         db_path=None if store is None else str(store.path),
@@ -240,10 +255,8 @@ def _run_ray(
     task: ChunkTask, chunks: list[list[Match]], workers: int, ray_address: str | None
 ) -> Iterator[list[Played]]:
     """Chunk results as they complete, each chunk a Ray task."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise RuntimeError("the ray executor needs Ray: pip install 'bargain-arena[ray]'") from exc
+    import ray  # present: run_tournament checked
+
     started = not ray.is_initialized()
     if started:
         if ray_address or os.environ.get("RAY_ADDRESS"):
@@ -279,7 +292,7 @@ class _RichProgress:
         # No auto-refresh thread: the process pool forks after the bar starts, and forking a
         # process that runs threads can deadlock the child. The bar refreshes per chunk.
         self.progress = Progress(auto_refresh=False)
-        self.task = self.progress.add_task(name, total=total, completed=done)
+        self.task = self.progress.add_task(escape(name), total=total, completed=done)
 
     def __enter__(self) -> Callable[[int], None]:
         self.progress.start()

@@ -1,5 +1,9 @@
 """The durable results store: one SQLite file per project or league, written through sqlite-utils.
 
+``Store.open(path)`` opens it for writing, ``Store.open(path, read_only=True)`` for reading
+without changing the file (:mod:`tournaments.database`); one run at a time writes a file
+(:mod:`tournaments.lock`), any number of readers may read it meanwhile.
+
 Everything a metric or a rating needs is in the file, so a leaderboard can be rebuilt from the
 database alone (:func:`load_records`); the tables and their migrations are in
 :mod:`tournaments.schema`.
@@ -16,9 +20,7 @@ power loss may lose the last few, never corrupt the file).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
-import operator
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
@@ -29,6 +31,8 @@ import sqlite_utils
 
 from arena.records import EpisodeKey, EpisodeRecord
 from arena.settings import changes
+from tournaments.database import connect_reader, connect_writer, in_memory_copy
+from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.schema import (
     AGENT_ROLES,
     EPISODE_COLUMNS,
@@ -38,11 +42,7 @@ from tournaments.schema import (
     TURN_COLUMNS,
     TURN_FIELDS,
     fill_payoffs,
-    payoff,
 )
-
-_turn_values = operator.attrgetter(*TURN_FIELDS)
-"""A TurnRecord's values in ``TURN_COLUMNS`` order (SQLite stores the bool as 0/1)."""
 
 
 class Payoff(NamedTuple):
@@ -52,71 +52,6 @@ class Payoff(NamedTuple):
     seller_reward: float
     buyer_reward: float
     seller_score: float
-
-
-class EncodedEpisode(NamedTuple):
-    """An episode turned into rows, ready to insert. Built where the episode was played (a
-    worker process), so the process that writes the database only runs SQL."""
-
-    key: EpisodeKey
-    row: tuple[Any, ...]
-    """Values of ``EPISODE_COLUMNS``, in that order."""
-    turns: list[tuple[Any, ...]]
-    """Values of ``TURN_COLUMNS``, one tuple per message."""
-    payoff: tuple[float, float, float] | None
-    """What the episode adds to its lineup's ``payoffs`` sums (None for an error episode)."""
-
-
-def _fields(value: Any) -> dict[str, Any]:
-    """One level of a dataclass as a dict; the JSON encoder recurses (and writes tuples as
-    lists) itself, which is several times faster than ``dataclasses.asdict``."""
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
-        raise TypeError(f"cannot store {type(value).__name__} {value!r} as JSON")
-    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-
-
-_json = json.JSONEncoder(separators=(",", ":"), default=_fields).encode
-"""Compact JSON of plain values, tuples and dataclasses (one encoder, built once)."""
-
-
-def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
-    """The episode row and turn rows of ``record``; the turns are stored once, in ``turns``."""
-    sc, res = record.scenario, record.result
-    result = {f.name: getattr(res, f.name) for f in dataclasses.fields(res) if f.name != "turns"}
-    full = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
-    full["result"] = result
-    deal = res.deal
-    values = {
-        "env_version": record.env_version,
-        "preset": record.preset,
-        "scenario_seed": sc.seed,
-        "scenario_index": sc.index,
-        "episode_seed": sc.episode_seed,
-        "seller": record.seller,
-        "buyers": _json(record.buyers),
-        "product_ids": _json([p.id for p in sc.products]),
-        "cost": sc.products[0].cost,
-        "list_price": sc.products[0].list_price,
-        "budgets": _json(sc.budgets),
-        "outcome": res.outcome,
-        "termination": res.termination,
-        "deal_price": None if deal is None else deal.price,
-        "deal_buyer": None if deal is None else deal.buyer,
-        "deal_product": None if deal is None else deal.product,
-        "seller_reward": res.seller_reward,
-        "buyer_rewards": _json(res.buyer_rewards),
-        "violation": res.violation,
-        "violation_by": res.violation_by,
-        "engaged_count": sum(res.engaged),
-        "first_bids": _json(res.first_bids),
-        "seller_turns": res.seller_turns,
-        "num_turns": len(res.turns),
-        "record": _json(full),
-    }
-    row = tuple(values[c] for c in EPISODE_COLUMNS)
-    turns = [_turn_values(t) for t in res.turns]
-    counted = res.outcome != "error"
-    return EncodedEpisode(record.key, row, turns, payoff(record) if counted else None)
 
 
 ADD_PAYOFF = (
@@ -158,17 +93,27 @@ class Store:
         self.path = path
 
     @classmethod
-    def open(cls, path: str | Path) -> Store:
-        """Open ``path``, creating the file and upgrading its schema as needed; WAL mode."""
+    def open(cls, path: str | Path, read_only: bool = False) -> Store:
+        """Open ``path`` (:mod:`tournaments.database`). A writer creates the file and upgrades
+        its schema as needed, in WAL mode. A reader (``read_only``) never changes the file: it
+        refuses a missing or non-arena file, and upgrades an old schema in an in-memory copy."""
         target = Path(path)
-        if target.parent and not target.parent.exists():
-            raise FileNotFoundError(f"folder {target.parent} of database {target} does not exist")
-        conn = sqlite3.connect(str(target), timeout=60.0)
-        db = sqlite_utils.Database(conn)
-        db.enable_wal()
-        db.execute("PRAGMA synchronous=NORMAL")
-        store = cls(db, target)
-        store._migrate()
+        if not read_only:
+            store = cls(sqlite_utils.Database(connect_writer(target)), target)
+            store._migrate()
+            return store
+        conn = connect_reader(target)
+        store = cls(sqlite_utils.Database(conn), target)
+        try:
+            version = store.schema_version()
+            if version > SCHEMA_VERSION:
+                raise ValueError(store._newer(version))
+        except BaseException:
+            store.close()
+            raise
+        if version < SCHEMA_VERSION:
+            store = cls(sqlite_utils.Database(in_memory_copy(conn)), target)
+            store._migrate()
         return store
 
     def close(self) -> None:
@@ -193,11 +138,31 @@ class Store:
             raise
         self.db.conn.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads that see one committed state while another process writes (a WAL read
+        transaction); inside a transaction already open, that one's state."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+
     def schema_version(self) -> int:
         if "meta" not in self.db.table_names():
             return 0
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return 0 if row is None else int(row[0])
+
+    def _newer(self, version: int) -> str:
+        return (
+            f"database {self.path} has schema version {version}, newer than the "
+            f"{SCHEMA_VERSION} this code knows; upgrade bargain-arena to open it"
+        )
 
     def _migrate(self) -> None:
         """Apply the missing migrations, each with its version bump in one transaction."""
@@ -205,10 +170,7 @@ class Store:
             with self.transaction():
                 version = self.schema_version()
                 if version > SCHEMA_VERSION:
-                    raise ValueError(
-                        f"database {self.path} has schema version {version}, newer than the "
-                        f"{SCHEMA_VERSION} this code knows; upgrade bargain-arena to open it"
-                    )
+                    raise ValueError(self._newer(version))
                 if version == SCHEMA_VERSION:
                     return
                 MIGRATIONS[version](self.db)
@@ -378,22 +340,24 @@ class Store:
     ) -> list[EpisodeRecord]:
         """Stored episodes as records, turns included, ordered by key. Filters: tournament (id
         or name), seller spec, a buyer spec playing at least one slot, preset, env version."""
-        where, params = self._filters(tournament, seller, buyer, preset, env_version)
-        episodes = self.db.execute(
-            f"SELECT e.id, e.record FROM episodes e WHERE {where} ORDER BY e.tournament_id, "
-            "e.env_version, e.seller, e.buyers, e.scenario_seed, e.scenario_index",
-            params,
-        ).fetchall()
-        turns: dict[int, list[dict[str, Any]]] = {}
-        rows = self.db.execute(
-            f"SELECT t.episode_id, {', '.join('t.' + c for c in TURN_COLUMNS)} FROM turns t "
-            f"JOIN episodes e ON e.id = t.episode_id WHERE {where} ORDER BY t.episode_id, t.idx",
-            params,
-        )
-        for episode_id, *values in rows:
-            turn = dict(zip(TURN_FIELDS, values, strict=True))
-            turn["valid"] = bool(turn["valid"])
-            turns.setdefault(episode_id, []).append(turn)
+        with self.snapshot():
+            where, params = self._filters(tournament, seller, buyer, preset, env_version)
+            episodes = self.db.execute(
+                f"SELECT e.id, e.record FROM episodes e WHERE {where} ORDER BY e.tournament_id, "
+                "e.env_version, e.seller, e.buyers, e.scenario_seed, e.scenario_index",
+                params,
+            ).fetchall()
+            turns: dict[int, list[dict[str, Any]]] = {}
+            rows = self.db.execute(
+                f"SELECT t.episode_id, {', '.join('t.' + c for c in TURN_COLUMNS)} FROM turns t "
+                f"JOIN episodes e ON e.id = t.episode_id WHERE {where} "
+                "ORDER BY t.episode_id, t.idx",
+                params,
+            )
+            for episode_id, *values in rows:
+                turn = dict(zip(TURN_FIELDS, values, strict=True))
+                turn["valid"] = bool(turn["valid"])
+                turns.setdefault(episode_id, []).append(turn)
         records = []
         for episode_id, text in episodes:
             data = json.loads(text)
@@ -440,10 +404,9 @@ def load_records(
     preset: str | None = None,
     env_version: str | None = None,
 ) -> list[EpisodeRecord]:
-    """Stored episodes of the database at ``db`` (a path or an open :class:`Store`)."""
+    """Stored episodes of the database at ``db`` (a path, opened read-only, or an open
+    :class:`Store`)."""
     if isinstance(db, Store):
         return db.load_records(tournament, seller, buyer, preset, env_version)
-    if not Path(db).is_file():
-        raise FileNotFoundError(f"results database {db} does not exist")
-    with Store.open(db) as store:
+    with Store.open(db, read_only=True) as store:
         return store.load_records(tournament, seller, buyer, preset, env_version)

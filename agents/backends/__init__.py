@@ -13,8 +13,10 @@ model (`vllm:<base>?lora=<a>`, `vllm:<base>?lora=<b>`) share the base model's ba
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from agents.backends.adapters import ADAPTER_KEY, AdapterView, split_adapter
@@ -51,6 +53,37 @@ def backend_config(kind: str, params: Mapping[str, str]) -> Any:
     return config_from_params(config_cls, kind, params)
 
 
+MODEL_KINDS = ("hf", "vllm")
+"""Back-ends that load a model from a folder or a hub id (``openai`` names a served model)."""
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+"""``model`` or ``org/model``: a name the back-end resolves from its cache or the hub."""
+
+
+def check_model_source(kind: str, name: str, params: Mapping[str, str]) -> None:
+    """Check a spec's back-end parameters and refuse a local model or adapter folder that is
+    missing or incomplete, before anything heavy is imported. A name that is no path on disk but
+    reads as a hub id (``org/model``) is left to the back-end."""
+    backend_params, adapter = split_adapter(params)
+    backend_config(kind, backend_params)
+    if kind not in MODEL_KINDS:
+        return
+    _check_folder(name, "config.json", f"{kind} model", hub_ok=True)
+    if adapter:
+        _check_folder(adapter, "adapter_config.json", "lora adapter", hub_ok=False)
+
+
+def _check_folder(name: str, marker: str, what: str, hub_ok: bool) -> None:
+    path = Path(name)
+    if path.is_dir():
+        if not (path / marker).is_file():
+            raise ValueError(f"{what} folder {name} has no {marker}")
+    elif path.exists():
+        raise ValueError(f"{what} {name} is a file; give the folder that holds it")
+    elif not (hub_ok and _HUB_ID.fullmatch(name)):
+        raise ValueError(f"no {what} folder at {name}")
+
+
 def backend_from_spec(kind: str, name: str, params: Mapping[str, str]) -> Backend:
     """A new back-end instance (not cached); prefer `get_backend` in agents.
 
@@ -64,6 +97,7 @@ def backend_from_spec(kind: str, name: str, params: Mapping[str, str]) -> Backen
             f"{ADAPTER_KEY}= is per request: use get_backend (agents get an AdapterView), or "
             "call add_adapter(folder) and set ChatRequest.adapter"
         )
+    check_model_source(kind, name, params)
     config = backend_config(kind, params)
     _, backend_cls = BACKENDS[kind]
     return backend_cls(name, config)
@@ -77,6 +111,7 @@ def get_backend(kind: str, name: str, params: Mapping[str, str]) -> Backend:
     the base model's shared back-end, which registers the adapter (checked now, so a bad folder
     fails when the agent is built, not mid-run).
     """
+    check_model_source(kind, name, params)
     backend_params, adapter = split_adapter(params)
     config = backend_config(kind, backend_params)
     key = (kind, name, config)
@@ -132,6 +167,7 @@ __all__ = [
     "VLLMConfig",
     "backend_config",
     "backend_from_spec",
+    "check_model_source",
     "close_backends",
     "end_conversations",
     "get_backend",

@@ -6,6 +6,9 @@ trip through the openai back-end); back-end sharing is checked with the tiny loc
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,6 +101,61 @@ def test_bad_agent_parameters_are_spec_errors_naming_the_parameter(
 ) -> None:
     with pytest.raises(SpecError, match=message):
         make_llm_agent(f"openai:m?base_url=http://127.0.0.1:9/v1&{extra}", "seller")
+
+
+CHECK_WITHOUT_TORCH = """
+import sys
+from agents import check_spec
+for spec in sys.argv[1:]:
+    try:
+        check_spec(spec, "seller")
+        print("ok", spec)
+    except ValueError as exc:
+        print("error", exc)
+assert not {"torch", "transformers", "vllm"} & set(sys.modules), "a heavy library was imported"
+"""
+
+
+def test_check_spec_finds_a_missing_model_folder_without_importing_a_model_library(
+    tmp_path: Path,
+) -> None:
+    """`arena eval --seller hf:/nonexistent` used to import torch and print 387 lines."""
+    empty, weights = tmp_path / "empty", tmp_path / "weights.safetensors"
+    empty.mkdir()
+    weights.write_bytes(b"")
+    specs = [
+        "hf:/nonexistent",
+        f"hf:{empty}",
+        f"vllm:{weights}",
+        f"vllm:Qwen/Qwen3-0.6B?lora={tmp_path / 'no-adapter'}",
+        "hf:Qwen/Qwen3-0.6B?device=cpu",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", CHECK_WITHOUT_TORCH, *specs],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "error 'hf:/nonexistent': no hf model folder at /nonexistent",
+        f"error 'hf:{empty}': hf model folder {empty} has no config.json",
+        f"error 'vllm:{weights}': vllm model {weights} is a file; give the folder that holds it",
+        f"error 'vllm:Qwen/Qwen3-0.6B?lora={tmp_path / 'no-adapter'}': no lora adapter folder "
+        f"at {tmp_path / 'no-adapter'}",
+        "ok hf:Qwen/Qwen3-0.6B?device=cpu",  # a hub id: the back-end resolves it
+    ]
+
+
+def test_a_model_that_fails_to_load_is_a_spec_error_naming_the_spec(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    spec = f"hf:{broken}?device=cpu"
+    with pytest.raises(SpecError) as info:
+        make_llm_agent(spec, "seller")
+    assert str(info.value).startswith(f"{spec!r}: the hf back-end did not start: ")
 
 
 def test_unknown_narrator_is_reported_when_the_agent_is_built() -> None:

@@ -259,6 +259,16 @@ def test_render_table_shows_rank_rating_interval_and_metrics(tournament) -> None
     assert "Deal Rate" in text and "Buyer Surplus" not in text
 
 
+def test_render_table_shows_agent_names_verbatim_never_as_markup(base) -> None:
+    """An LLM spec may hold anything: ``[/x]`` raised MarkupError, ``[b]`` vanished."""
+    odd = "openai:[b]tuned[/b]?base_url=http://h/v1&persona=[/x]"
+    rows = leaderboard([made(base, odd, 0, 0.5), made(base, "scripted:prober", 0, 0.2)], "seller")
+    console = Console(width=250, record=True)
+    console.print(render_table(rows, title="[/sellers]"))
+    text = console.export_text()
+    assert odd in text and "[/sellers]" in text
+
+
 def test_stored_buyer_entries_reads_the_tournament_configs(tmp_path: Path) -> None:
     db = tmp_path / "results.db"
     for name, entries in (("a", ((TIME,), (TIME, TFT))), ("b", ((TFT,), (TIME,)))):

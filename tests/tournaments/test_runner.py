@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -152,6 +153,20 @@ def test_the_summary_prints_as_a_table_with_one_row_per_pairing(tmp_path: Path) 
     text = console.export_text()
     assert "scripted:time|scripted:tit-for-tat" in text
     assert text.count("scripted:satisficer") == 2
+
+
+def test_names_that_look_like_markup_are_shown_verbatim_by_the_table_and_the_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name rich would read as markup ([/x] raised MarkupError) is printed as written."""
+    from rich.console import Console
+
+    config = dataclasses.replace(SMALL, name="[/oops] [bold]t", episodes=2)
+    summary = run_tournament(config, tmp_path / "t.db", progress=True)
+    assert "[/oops] [bold]t" in capsys.readouterr().out
+    console = Console(width=200, record=True)
+    console.print(summary.table())
+    assert "[/oops] [bold]t: 12 played" in console.export_text()
 
 
 def test_the_shipped_example_config_loads() -> None:

@@ -12,8 +12,9 @@ from agents.engine import play_scenarios
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenarios
+from tournaments.rows import encode_episode
 from tournaments.schema import MIGRATIONS, SCHEMA_VERSION
-from tournaments.store import Store, encode_episode
+from tournaments.store import Store
 
 OLD_LEAGUE_TABLE = """CREATE TABLE IF NOT EXISTS league_runs (
     name TEXT PRIMARY KEY, config TEXT NOT NULL, created TEXT NOT NULL)"""
