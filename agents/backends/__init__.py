@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agents.backends.adapters import ADAPTER_KEY, AdapterView, split_adapter
+from agents.backends.adapters import ADAPTER_KEY, AdapterView, resolve_adapter, split_adapter
 from agents.backends.base import (
     SAMPLING_KEYS,
     Backend,
@@ -64,13 +64,14 @@ def check_model_source(kind: str, name: str, params: Mapping[str, str]) -> None:
     """Check a spec's back-end parameters and refuse a local model or adapter folder that is
     missing or incomplete, before anything heavy is imported. A name that is no path on disk but
     reads as a hub id (``org/model``) is left to the back-end."""
-    backend_params, adapter = split_adapter(params)
-    backend_config(kind, backend_params)
-    if kind not in MODEL_KINDS:
-        return
-    _check_folder(name, "config.json", f"{kind} model", hub_ok=True)
-    if adapter:
-        _check_folder(adapter, "adapter_config.json", "lora adapter", hub_ok=False)
+    adapter = params.get(ADAPTER_KEY) or None
+    backend_config(kind, {k: v for k, v in params.items() if k != ADAPTER_KEY})
+    if kind in MODEL_KINDS:
+        _check_folder(name, "config.json", f"{kind} model", hub_ok=True)
+        if adapter is not None:
+            _check_folder(adapter, "adapter_config.json", "lora adapter", hub_ok=False)
+    if adapter is not None:
+        resolve_adapter(adapter)
 
 
 def _check_folder(name: str, marker: str, what: str, hub_ok: bool) -> None:
