@@ -30,6 +30,7 @@ import sqlite_utils
 from arena.records import EpisodeKey, EpisodeRecord
 from arena.settings import changes
 from tournaments.schema import (
+    ADD_USAGE,
     AGENT_ROLES,
     EPISODE_COLUMNS,
     LINEAGE_FIELDS,
@@ -39,6 +40,7 @@ from tournaments.schema import (
     TURN_FIELDS,
     fill_payoffs,
     payoff,
+    usage_rows,
 )
 
 _turn_values = operator.attrgetter(*TURN_FIELDS)
@@ -65,6 +67,9 @@ class EncodedEpisode(NamedTuple):
     """Values of ``TURN_COLUMNS``, one tuple per message."""
     payoff: tuple[float, float, float] | None
     """What the episode adds to its lineup's ``payoffs`` sums (None for an error episode)."""
+    usage: tuple[tuple[str, str, int, int], ...] = ()
+    """Its ``episode_usage`` rows: (seat, agent, tokens in, tokens out) per seat that used a
+    model (:func:`tournaments.schema.usage_rows`)."""
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -116,7 +121,9 @@ def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
     row = tuple(values[c] for c in EPISODE_COLUMNS)
     turns = [_turn_values(t) for t in res.turns]
     counted = res.outcome != "error"
-    return EncodedEpisode(record.key, row, turns, payoff(record) if counted else None)
+    return EncodedEpisode(
+        record.key, row, turns, payoff(record) if counted else None, usage_rows(record)
+    )
 
 
 ADD_PAYOFF = (
@@ -315,6 +322,9 @@ class Store:
                     ((first + n, *t) for n, e in enumerate(encoded) for t in e.turns),
                 )
                 conn.executemany(ADD_PAYOFF, _payoff_rows(tournament_id, encoded))
+                conn.executemany(
+                    ADD_USAGE, ((first + n, *u) for n, e in enumerate(encoded) for u in e.usage)
+                )
         except sqlite3.IntegrityError as exc:
             raise ValueError(
                 f"an episode of this batch is already stored in tournament {tournament_id} "
@@ -377,7 +387,9 @@ class Store:
         env_version: str | None = None,
     ) -> list[EpisodeRecord]:
         """Stored episodes as records, turns included, ordered by key. Filters: tournament (id
-        or name), seller spec, a buyer spec playing at least one slot, preset, env version."""
+        or name), seller spec, a buyer spec playing at least one slot, preset, env version.
+        Without a tournament, counterfactual replays (``parent_id`` set) are left out: they are
+        no matches of their players."""
         where, params = self._filters(tournament, seller, buyer, preset, env_version)
         episodes = self.db.execute(
             f"SELECT e.id, e.record FROM episodes e WHERE {where} ORDER BY e.tournament_id, "
@@ -417,6 +429,8 @@ class Store:
             if row is None:
                 raise KeyError(f"no tournament named {tournament!r} in {self.path}")
             tournament = int(row[0])
+        if tournament is None:  # counterfactual replays count only when their tournament is named
+            clauses.append("e.parent_id IS NULL")
         for column, value in (
             ("tournament_id", tournament),
             ("seller", seller),
