@@ -20,10 +20,12 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from agents.human import is_human
 from arena.config import parse_assignments
 from arena.metrics import MULTI_PRODUCT, TABLE1, group
 from arena.records import EpisodeRecord
 from arena.settings import field_help
+from arena_cli.human import play_human
 from leagues.config import LeagueConfig
 from leagues.league import run_league
 from leagues.report import league_sections
@@ -144,8 +146,15 @@ def play(
     catalog: CatalogOpt = None,
     split: SplitOpt = "all",
     overrides: SetOpt = None,
+    db: Annotated[Path | None, typer.Option(help="Store a game with a person (human).")] = None,
 ) -> None:
-    """Play one episode and show the transcript, then the hidden values."""
+    """Play one episode and show the transcript, then the hidden values. A seller or first buyer
+    'human' (or human:NAME) is played by you: type each move, then an empty line."""
+    if is_human(seller) or is_human(_split_specs(buyer)[0]):
+        config = _guard(lambda: _eval_config(seller, buyer, preset, overrides, 1, seed, catalog,
+                                             split))  # fmt: skip
+        _guard(lambda: play_human(config, index, db, console=console))
+        return
 
     def run() -> EpisodeRecord:
         config = _eval_config(seller, buyer, preset, overrides, index + 1, seed, catalog, split)
