@@ -36,6 +36,7 @@ from tournaments.ratings import RatingConfig
 from tournaments.report import write_report
 from tournaments.runner import EXECUTORS, run_tournament
 from tournaments.store import load_records
+from tournaments.usage import add_usage, check_prices, parse_prices, stored_usage
 
 app = typer.Typer(
     add_completion=False,
@@ -80,6 +81,12 @@ def _progress() -> Progress:
 
 def _help(name: str) -> str:
     return field_help(EvalConfig, name)
+
+
+PRICE_HELP = (
+    "SPEC=IN,OUT: an agent's dollars per million prompt and completion tokens (repeatable); "
+    "adds the cost per 1000 episodes."
+)
 
 
 PresetOpt = Annotated[str, typer.Option("--preset", "-p", help=_help("preset"))]
@@ -299,8 +306,10 @@ def ratings(
             "scripted agent in the stored tournaments. 'none': ratings average 1000."
         ),
     ] = None,
+    price: Annotated[list[str] | None, typer.Option(help=PRICE_HELP)] = None,
 ) -> None:
-    """Bradley-Terry ratings with bootstrap intervals, Elo, and the paper's metrics."""
+    """Bradley-Terry ratings with bootstrap intervals, Elo, the paper's metrics, and model
+    tokens (and cost, given prices) per episode."""
 
     def run() -> list[dict[str, Any]]:
         if not db.exists():
@@ -312,7 +321,11 @@ def ratings(
         pinned = stored_anchor(db, role, tournament) if anchor is None else anchor
         if anchor is not None and anchor.lower() == "none":
             pinned = None
-        return leaderboard(records, role, RatingConfig(), entries, pinned)
+        rows = leaderboard(records, role, RatingConfig(), entries, pinned)
+        usage, prices = stored_usage(db, tournament), parse_prices(price or [])
+        check_prices(prices, usage)
+        add_usage(rows, records, role, entries, usage, prices)
+        return rows
 
     rows = _guard(run)
     console.print(render_table(rows))
