@@ -29,6 +29,7 @@ from arena_cli.human import play_human
 from leagues.config import LeagueConfig
 from leagues.league import run_league
 from leagues.report import league_sections
+from tournaments.browser import DEFAULT_CAP
 from tournaments.config import TournamentConfig
 from tournaments.evaluate import EvalConfig, evaluate
 from tournaments.leaderboard import leaderboard, render_table, stored_anchor, stored_lineups
@@ -338,13 +339,18 @@ def ratings(
 def report(
     db: Annotated[Path, typer.Option(help="SQLite results file.")],
     out: Annotated[Path, typer.Option(help="Output folder for index.html and PNGs.")],
+    price: Annotated[list[str] | None, typer.Option(help=PRICE_HELP)] = None,
+    episodes_per_pairing: Annotated[
+        int, typer.Option(help="Most episodes of a pairing in the episode browser (a sample).")
+    ] = DEFAULT_CAP,
 ) -> None:
-    """Write an HTML report with plots."""
+    """Write an HTML report with plots and an episode browser (open OUT/index.html)."""
 
     def run() -> Path:
         if not db.exists():
             raise FileNotFoundError(f"no database at {db}")
-        return write_report(db, out, extra_sections=lambda out_dir: league_sections(db, out_dir))
+        return write_report(db, out, lambda out_dir: league_sections(db, out_dir), RatingConfig(),
+                            parse_prices(price or []), episodes_per_pairing)  # fmt: skip
 
     path = _guard(run)
     console.print(f"wrote {path}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.records import EpisodeRecord
+from tournaments.browser import DEFAULT_CAP, Links, check_cap, write_browser
 from tournaments.comparisons import ROLES, BuyerEntries
 from tournaments.leaderboard import (
     AUTO,
@@ -38,6 +39,7 @@ from tournaments.plots import (
 )
 from tournaments.ratings import RatingConfig
 from tournaments.store import load_records
+from tournaments.usage import Price, add_usage, check_prices, stored_usage
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -62,14 +64,19 @@ def write_report(
     out_dir: str | Path,
     extra_sections: ExtraSections = (),
     config: RatingConfig = RatingConfig(),
+    prices: Mapping[str, Price] | None = None,
+    episodes_per_pairing: int = DEFAULT_CAP,
 ) -> Path:
-    """Write ``out_dir/index.html`` and its PNGs for the database at ``db_path``; returns the
-    page's path.
+    """Write ``out_dir/index.html``, its PNGs and the episode browser (:mod:`tournaments.browser`,
+    at most ``episodes_per_pairing`` episodes a pairing) for the database at ``db_path``;
+    returns the page's path. ``prices`` (spec -> :class:`tournaments.usage.Price`) adds the
+    cost of model tokens.
 
     ``extra_sections`` adds blocks after the standard ones: a list of (title, png, text) or a
     callable that receives ``out_dir`` (to draw its PNGs there) and returns such a list. A PNG
     outside ``out_dir`` is copied in; text is escaped, never read as HTML.
     """
+    check_cap(episodes_per_pairing)
     db = Path(db_path)
     records = load_records(db)
     if not records:
@@ -83,7 +90,12 @@ def write_report(
     extras = extra_sections(out) if callable(extra_sections) else extra_sections
     added = [_extra_section(k, item, out) for k, item in enumerate(extras)]
     data = report_data(records, config, entries, anchors)
-    sections = standard_sections(data, out) + added
+    usage, priced = stored_usage(db), dict(prices or {})
+    check_prices(priced, usage)
+    for role in ROLES:
+        add_usage(data["leaderboard"][role], records, role, entries, usage, priced)
+    links = write_browser(db, out, records, entries, usage, priced, episodes_per_pairing)
+    sections = standard_sections(data, out, links) + added
     page = out / "index.html"
     page.write_text(render_page(db, len(records), sections, data), encoding="utf-8")
     return page
@@ -110,8 +122,9 @@ def report_data(
     }
 
 
-def standard_sections(data: dict[str, Any], out: Path) -> list[Section]:
-    """Draw the five standard plots into ``out`` and describe them."""
+def standard_sections(data: dict[str, Any], out: Path, links: Links | None = None) -> list[Section]:
+    """Draw the five standard plots into ``out`` and describe them; with the browser's
+    ``links``, agents and payoff cells link to their episodes."""
     boards = data["leaderboard"]
     sellers = boards["seller"]
     plot_leaderboard(boards, out / "leaderboard.png")
@@ -120,10 +133,16 @@ def standard_sections(data: dict[str, Any], out: Path) -> list[Section]:
     plot_rank_distribution(sellers, out / "rank_distribution.png")
     plot_ratings_over_time(data["ratings_over_time"], out / "ratings_over_time.png")
     tables = "".join(
-        f"<h3>{html.escape(ROLE_TITLES[role])}</h3>\n{leaderboard_html(boards[role])}"
+        f"<h3>{html.escape(ROLE_TITLES[role])}</h3>\n{leaderboard_html(boards[role], links)}"
         for role in ROLES
     )
+    browse = (
+        '<p><a id="browse-episodes" href="episodes.html#all">Browse the episodes</a>: every '
+        "pairing's episodes by outcome and reward, each with its transcript and "
+        "bargaining-zone chart. Agents and payoff cells below link to theirs.</p>\n"
+    )
     return [
+        Section("Episodes", None, "", browse if links is not None else ""),
         Section(
             "Leaderboard",
             "leaderboard.png",
@@ -135,7 +154,7 @@ def standard_sections(data: dict[str, Any], out: Path) -> list[Section]:
             "Seller x buyer payoffs",
             "payoff.png",
             "Mean seller reward of every seller against every buyer entry.",
-            payoff_html(data["payoff"]),
+            payoff_html(data["payoff"], links),
         ),
         Section(
             "Seller skill profile",
@@ -190,17 +209,30 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+Cell = str | tuple[str, str | None]
+"""A table cell: text, or (text, link target)."""
+
+
+def _cell(cell: Cell) -> str:
+    if isinstance(cell, str):
+        return html.escape(cell)
+    text, href = cell
+    if href is None:
+        return html.escape(text)
+    return f'<a href="{html.escape(href, quote=True)}">{html.escape(text)}</a>'
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Cell]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>\n"
-        for row in rows
+        "<tr>" + "".join(f"<td>{_cell(cell)}</td>" for cell in row) + "</tr>\n" for row in rows
     )
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
 
 
-def leaderboard_html(rows: Sequence[dict[str, Any]]) -> str:
-    """A leaderboard as an HTML table (escaped), with the metric columns any row has."""
+def leaderboard_html(rows: Sequence[dict[str, Any]], links: Links | None = None) -> str:
+    """A leaderboard as an HTML table (escaped), with the metric columns any row has; with
+    ``links``, each agent links to its page in the episode browser."""
     if not rows:
         return "<p>No episodes.</p>\n"
     shown = [(key, header) for key, header in columns() if any(key in row for row in rows)]
@@ -208,7 +240,8 @@ def leaderboard_html(rows: Sequence[dict[str, Any]]) -> str:
     headers += [header for _, header in shown]
     cells = []
     for rank, row in enumerate(rows, start=1):
-        line = [str(rank), row["agent"], row["role"]]
+        href = None if links is None else links.agent(row["role"], row["agent"])
+        line: list[Cell] = [str(rank), (row["agent"], href), row["role"]]
         line += [_fmt(row[key], 1) for key in ("rating", "ci_low", "ci_high", "elo")]
         line += [str(row["games"]), str(row["episodes"])]
         line += [_fmt(row.get(key)) if key in row else "" for key, _ in shown]
@@ -216,14 +249,16 @@ def leaderboard_html(rows: Sequence[dict[str, Any]]) -> str:
     return _table(headers, cells)
 
 
-def payoff_html(matrix: dict[str, Any]) -> str:
-    """The payoff matrix as an HTML table: mean seller reward (episodes)."""
+def payoff_html(matrix: dict[str, Any], links: Links | None = None) -> str:
+    """The payoff matrix as an HTML table: mean seller reward (episodes); with ``links``,
+    each cell links to the pairing's episodes."""
     rows = []
     for s, seller in enumerate(matrix["sellers"]):
-        line = [seller]
-        for b in range(len(matrix["buyers"])):
+        line: list[Cell] = [(seller, None if links is None else links.agent("seller", seller))]
+        for b, buyers in enumerate(matrix["buyers"]):
             mean, n = matrix["mean_seller_reward"][s][b], matrix["episodes"][s][b]
-            line.append(f"{_fmt(mean)} ({n})")
+            href = None if links is None else links.pairings.get((seller, buyers))
+            line.append((f"{_fmt(mean)} ({n})", href))
         rows.append(line)
     return _table(["Seller \\ buyers", *matrix["buyers"]], rows)
 
