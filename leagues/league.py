@@ -70,7 +70,7 @@ from leagues.state import (
     store_ratings,
 )
 from leagues.summary import LeagueSummary, summarize
-from leagues.trainer import TrainJob, merge_adapter, train_learner
+from leagues.trainer import TrainJob, check_reporters, merge_adapter, train_learner
 from tournaments.config import TournamentConfig
 from tournaments.leaderboard import default_anchor, leaderboard
 from tournaments.ratings import RatingConfig
@@ -202,6 +202,8 @@ class LeagueRun:
             adapter_dir=folder / "adapter",
             seed=int(np.random.SeedSequence([config.seed, g]).generate_state(1)[0]),
             learner_name=f"hf:{plan.label}",
+            log_dir=self.folder / "logs" / folder.name,
+            run_name=f"{self.name}/{folder.name}",
         )
         started = time.perf_counter()
 
@@ -299,6 +301,7 @@ def run_league(
     generation) is written to ``<folder>/report/index.html`` at the end.
     """
     check_splits(config)
+    check_reporters(config.learner.train.report_to)
     db = Path(db_path)
     folder = league_folder(config, db)
     folder.mkdir(parents=True, exist_ok=True)
