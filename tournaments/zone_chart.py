@@ -73,7 +73,7 @@ def marks(record: EpisodeRecord) -> list[Mark]:
     return out
 
 
-def _nudge(ys: list[float], gap: float = 12.0) -> list[float]:
+def _nudge(ys: list[float], gap: float = 14.0) -> list[float]:
     """Label positions near ``ys`` at least ``gap`` apart (labels of close lines stay legible)."""
     order = sorted(range(len(ys)), key=lambda i: ys[i])
     placed = list(ys)

@@ -153,9 +153,14 @@
         " (list " + p.list_price + ", cost " + p.cost + ")";
     }).join(". ");
     var charts = el("div", {"class": "charts"});
-    e.charts.forEach(function (svg) {
-      var box = el("div", {"class": "chart"});
-      box.innerHTML = svg;  // SVG from tournaments/zone_chart.py, every text escaped
+    e.charts.forEach(function (svg, k) {
+      var p = e.products[k];
+      var box = el("div", {"class": "chart"}, [el("div", {"class": "chart-title", text:
+        (e.products.length > 1 ? "Product " + (k + 1) + ": " : "") + p.title + " (list " +
+        p.list_price + ", cost " + p.cost + ")"})]);
+      var figure = el("div");
+      figure.innerHTML = svg;  // SVG from tournaments/zone_chart.py, every text escaped
+      box.appendChild(figure);
       charts.appendChild(box);
     });
     var messages = el("ol", {"class": "transcript"}, e.turns.map(function (t) {
