@@ -22,7 +22,7 @@ from arena.money import format_price
 from arena.records import EpisodeRecord
 from arena.seats import SELLER, buyer_seat
 from tournaments.evaluate import EvalConfig
-from tournaments.human import play_human_game, store_human_game
+from tournaments.human import check_new_game, play_human_game, store_human_game
 
 HOW_TO = (
     "Your move: the lines Thought / Target / Talk / Action (Product too with several products), "
@@ -84,6 +84,8 @@ def play_human(
         out.print(HOW_TO, markup=False, style="dim")
         return reader()
 
+    if db is not None:
+        check_new_game(db, config, index)
     reader = MoveReader(stream or sys.stdin)
     person = HumanAgent(spec, read, show)
     record = play_human_game(config, index, person)

@@ -47,7 +47,7 @@ STATIC = ("browser.js", "browser.css")
 
 @dataclass(frozen=True)
 class Pairing:
-    """A seller and a buyer entry, with their stored episodes (ids by key)."""
+    """A seller and a buyer entry, with their stored episodes (each key once)."""
 
     index: int
     seller: str

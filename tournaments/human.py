@@ -24,7 +24,7 @@ from agents.driver import Episode, Responder, buyer_lineup
 from agents.engine import play_episodes
 from agents.human import HumanAgent, is_human
 from arena.catalog import load_catalog, split_catalog
-from arena.records import EpisodeRecord
+from arena.records import ENV_VERSION, EpisodeKey, EpisodeRecord
 from arena.scenarios import make_scenario
 from tournaments.config import pool_label
 from tournaments.evaluate import EvalConfig
@@ -75,9 +75,9 @@ def play_human_game(config: EvalConfig, scenario_index: int, person: HumanAgent)
     return record
 
 
-def human_tournament(config: EvalConfig, record: EpisodeRecord) -> tuple[str, dict]:
+def human_tournament(config: EvalConfig, seller: str, buyers: tuple[str, ...]) -> tuple[str, dict]:
     """(name, config) of the tournament that stores a game (module docstring)."""
-    person_sells = is_human(record.seller)
+    person_sells = is_human(seller)
     entry = list(config.buyers)
     setting = {
         "preset": config.preset,
@@ -86,22 +86,41 @@ def human_tournament(config: EvalConfig, record: EpisodeRecord) -> tuple[str, di
         "split": config.split,
     }
     tournament = {
-        "sellers": [record.seller],
+        "sellers": [seller],
         "buyers": [entry] if person_sells else [],
-        "lineup": None if person_sells else list(record.buyers),
+        "lineup": None if person_sells else list(buyers),
         **setting,
     }
-    label = pool_label(entry) if person_sells else ", ".join(record.buyers)
-    name = f"play: {record.seller} vs {label} ({config.preset})"
+    label = pool_label(entry) if person_sells else ", ".join(buyers)
+    name = f"play: {seller} vs {label} ({config.preset})"
     if setting["market"] or setting["catalog"] or setting["split"] != "all":
         digest = hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()
         name += f" #{digest[:8]}"
     return name, tournament
 
 
+def check_new_game(db: str | Path, config: EvalConfig, scenario_index: int) -> None:
+    """Before a person plays: the database's folder exists and this game is not stored yet,
+    so nobody plays a game that cannot be kept."""
+    path = Path(db)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"folder {path.parent} of database {path} does not exist")
+    if not path.is_file():
+        return
+    seller, buyers = human_lineup(config, scenario_index)
+    name, _ = human_tournament(config, seller, buyers)
+    key = EpisodeKey(ENV_VERSION, config.market().name, seller, buyers, config.seed,
+                     scenario_index)  # fmt: skip
+    with Store.open(path) as store:
+        row = store.db.execute("SELECT id FROM tournaments WHERE name = ?", [name]).fetchone()
+        if row is not None and key in store.done_keys(int(row[0])):
+            raise ValueError(f"this game (seed {config.seed}, index {scenario_index}) is already "
+                             f"stored in {path}; play another --index or --seed")  # fmt: skip
+
+
 def store_human_game(db: str | Path, config: EvalConfig, record: EpisodeRecord) -> int:
     """Store a game (module docstring); returns the episode's id."""
-    name, tournament = human_tournament(config, record)
+    name, tournament = human_tournament(config, record.seller, record.buyers)
     with Store.open(db) as store:
         tournament_id = store.tournament_id(name, tournament)
         store.register_agent(record.seller, "seller")

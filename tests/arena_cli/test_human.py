@@ -56,6 +56,10 @@ def test_stored_human_games_show_in_arena_ratings(tmp_path: Path) -> None:
         assert "you quit" in proc.stdout and f"in {db}" in proc.stdout
     proc = arena("play", "--seller", "human", "--index", "1", "--db", str(db), stdin=SELL)
     assert proc.returncode == 2 and "already stored" in proc.stderr
+    assert "You are the seller" not in proc.stdout  # refused before a move is asked for
+    missing = tmp_path / "no-such-folder" / "r.db"
+    proc = arena("play", "--seller", "human", "--db", str(missing), stdin=SELL)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and not proc.stdout
     out = tmp_path / "ratings.json"
     result = runner.invoke(app, ["ratings", "--db", str(db), "--json", str(out)])
     assert result.exit_code == 0, result.output
