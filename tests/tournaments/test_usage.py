@@ -3,6 +3,7 @@ episodes, priced with --price."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 from arena_cli import app
 from tournaments.config import TournamentConfig
 from tournaments.leaderboard import leaderboard, stored_anchor, stored_lineups
+from tournaments.report import write_report
 from tournaments.runner import run_tournament
 from tournaments.store import load_records
 from tournaments.usage import Price, add_usage, check_prices, parse_prices, stored_usage
@@ -94,3 +96,26 @@ def test_a_price_spec_may_contain_parameters_and_must_name_an_agent_with_tokens(
     assert parse_prices([f"{spec}=0.15,0.6"]) == {spec: Price(0.15, 0.6)}
     with pytest.raises(ValueError, match="agents with tokens: none"):
         check_prices({spec: Price(1, 1)}, {})
+
+
+def test_the_report_shows_tokens_and_cost_per_agent_and_per_pairing(llm_db, tmp_path) -> None:
+    db, spec = llm_db
+    page = write_report(db, tmp_path / "site", prices={spec: Price(2.0, 8.0)})
+    text = page.read_text()
+    block = text.split('id="leaderboard">', 1)[1].split("</script>", 1)[0]
+    sellers = {row["agent"]: row for row in json.loads(block)["seller"]}
+    expected = {row["agent"]: row for row in rows_with_usage(db, {spec: Price(2.0, 8.0)})}
+    for agent in (spec, "scripted:prober"):
+        for key in ("tokens_per_episode", "cost_per_1k_episodes"):
+            assert sellers[agent][key] == pytest.approx(expected[agent][key])
+    assert "Tokens/Ep" in text and "$/1k Ep" in text
+    index = (page.parent / "data" / "pairings.js").read_text().splitlines()[1]
+    pairings = {
+        p["seller"]: p for p in json.loads(index.split(" = ", 1)[1].rstrip(";"))["pairings"]
+    }
+    llm = [r for r in load_records(db) if r.seller == spec]
+    tokens = sum(t.tokens_in + t.tokens_out for r in llm for t in r.result.turns)
+    assert pairings[spec]["tokens_per_episode"] == round(tokens / len(llm))
+    assert pairings[spec]["cost_per_1k_episodes"] == pytest.approx(
+        expected[spec]["cost_per_1k_episodes"]
+    )
