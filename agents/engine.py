@@ -1,13 +1,15 @@
 """The batched engine: many episodes in flight, one batcher call per back-end per round.
 
 :func:`play_matches` keeps up to ``max_concurrent`` :class:`agents.driver.Episode` objects
-running. Each is advanced as soon as it starts and after every reply: immediate responders
-(scripted agents) answer at once, so an all-scripted match is played to the end the moment it
-starts and the loop never batches anything: that is the fast path, with no separate code. A
-batched responder (an LLM agent, the GRPO learner) leaves its request waiting; each round the
-waiting requests are grouped by batcher key (every agent naming the same model shares one
-back-end, see ``agents.backends.get_backend``) and each group is answered by one
-``batcher.generate`` call, whose answers go back to their episodes.
+running (:func:`play_episodes` does the same for episodes built by the caller, e.g.
+counterfactual replays that start after their recorded prefix). Each is advanced as soon as it
+starts and after every reply: immediate responders (scripted agents) answer at once, so an
+all-scripted match is played to the end the moment it starts and the loop never batches
+anything: that is the fast path, with no separate code. A batched responder (an LLM agent, the
+GRPO learner) leaves its request waiting; each round the waiting requests are grouped by batcher
+key (every agent naming the same model shares one back-end, see ``agents.backends.get_backend``)
+and each group is answered by one ``batcher.generate`` call, whose answers go back to their
+episodes.
 
 Episodes progress independently: one waiting on a buyer re-sample does not hold back another
 already at its seller's turn; they share the next batch. Sampling seeds come from the scenario's
@@ -147,12 +149,35 @@ def play_matches(
 ) -> tuple[list[EpisodeRecord], RunStats]:
     """Play every match; records come back in match order, ``on_episode`` sees them as they
     finish. See the module docstring for the batching."""
+    pool = AgentPool()
+
+    def start(order: int) -> Episode:
+        match = matches[order]
+        players = [pool.take(p, slot) for slot, p in enumerate(match.players)]
+        return Episode(config, match.scenario, players, keep_turns)
+
+    def release(order: int, episode: Episode) -> None:
+        pool.give_back(matches[order].players, episode.responders)
+
+    return play_episodes(len(matches), start, max_concurrent, on_episode, release)
+
+
+def play_episodes(
+    count: int,
+    start: Callable[[int], Episode],
+    max_concurrent: int = 64,
+    on_episode: OnEpisode | None = None,
+    release: Callable[[int, Episode], None] | None = None,
+) -> tuple[list[EpisodeRecord], RunStats]:
+    """Play ``count`` episodes to their end, ``start(order)`` building each when a place is
+    free (it may already have played some turns: a counterfactual replay starts after its
+    recorded prefix); ``release(order, episode)`` is called as each finishes. Records come back
+    in order; see the module docstring for the batching."""
     if max_concurrent < 1:
         raise ValueError(f"max_concurrent={max_concurrent} is invalid: use an integer >= 1")
     stats = RunStats()
-    start = time.perf_counter()
-    pool = AgentPool()
-    queue = deque(enumerate(matches))
+    began = time.perf_counter()
+    queue = deque(range(count))
     finished: dict[int, EpisodeRecord] = {}
     running: list[tuple[int, Episode, Any]] = []
 
@@ -163,7 +188,8 @@ def play_matches(
             running.append((order, episode, request))
             return
         record = episode.record()
-        pool.give_back(matches[order].players, episode.responders)
+        if release is not None:
+            release(order, episode)
         finished[order] = record
         stats.episodes += 1
         stats.errored_episodes += record.result.outcome == "error"
@@ -172,9 +198,8 @@ def play_matches(
 
     while queue or running:
         while queue and len(running) < max_concurrent:
-            order, match = queue.popleft()
-            players = [pool.take(p, slot) for slot, p in enumerate(match.players)]
-            step(order, Episode(config, match.scenario, players, keep_turns))
+            order = queue.popleft()
+            step(order, start(order))
         groups: dict[str, list[tuple[int, Episode, Any]]] = {}
         for item in sorted(running, key=lambda item: item[0]):
             waiting = item[1].waiting
@@ -185,8 +210,8 @@ def play_matches(
             _answer(key, group, stats)
             for order, episode, _ in group:
                 step(order, episode)
-    stats.wall_seconds = time.perf_counter() - start
-    return [finished[i] for i in range(len(matches))], stats
+    stats.wall_seconds = time.perf_counter() - began
+    return [finished[i] for i in range(count)], stats
 
 
 def _answer(key: str, group: list[tuple[int, Episode, Any]], stats: RunStats) -> None:

@@ -296,6 +296,13 @@ class LLMAgent:
         text = self.receive(completion)
         return Reply(text, completion.tokens_in, completion.tokens_out, None, completion.retries)
 
+    def follow(self, view: SellerView | BuyerView, text: str) -> None:
+        """Take a recorded reply as this turn's own, without asking the model: the history, the
+        request count (hence later sampling seeds) and a narrator move on as if the model had
+        written ``text`` (a counterfactual replay's prefix, :mod:`agents.counterfactual`)."""
+        self.request(view)
+        self.receive(Completion(text))
+
     def act(self, view: SellerView | BuyerView) -> str:
         """One turn with its own back-end call (sequential play; the engine batches instead)."""
         request = self.request(view)

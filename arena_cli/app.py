@@ -3,7 +3,10 @@ them. Commands parse arguments and call library functions, nothing more.
 
 * :mod:`arena_cli.play` (``play``), :mod:`arena_cli.evaluation` (``eval``);
 * :mod:`arena_cli.results`: the read-only ``ratings`` and ``report``;
-* :mod:`arena_cli.runs`: the writing ``tournament run`` and ``league run``.
+* :mod:`arena_cli.runs`: the writing ``tournament run`` and ``league run``;
+* :mod:`arena_cli.episodes` (``episodes``) and :mod:`arena_cli.replay` (``replay``): stored
+  episodes, listed and replayed counterfactually; :mod:`arena_cli.human` plays ``play --seller
+  human``.
 
 Expected errors print one ``error:`` line and exit with status 2 (:mod:`arena_cli.console`).
 """
@@ -15,8 +18,10 @@ import sys
 import typer
 
 from arena_cli.console import OneLineErrors, err_console
+from arena_cli.episodes import episodes_command
 from arena_cli.evaluation import eval_command
 from arena_cli.play import play, show_transcript
+from arena_cli.replay import replay_command
 from arena_cli.results import ratings, report
 from arena_cli.runs import league_run, tournament_run
 
@@ -35,6 +40,8 @@ app.command()(play)
 app.command("eval")(eval_command)
 app.command()(ratings)
 app.command()(report)
+app.command("episodes")(episodes_command)
+app.command("replay")(replay_command)
 tournament_app.command("run")(tournament_run)
 league_app.command("run")(league_run)
 

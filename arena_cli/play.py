@@ -7,6 +7,7 @@ Every message is shown as the agent wrote it (``rich.text.Text``), never read as
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,8 +15,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from agents.human import is_human
 from arena.records import EpisodeRecord
 from arena_cli.console import console, guard
+from arena_cli.human import play_human
 from arena_cli.options import (
     BuyerOpt,
     CatalogOpt,
@@ -24,6 +27,7 @@ from arena_cli.options import (
     SellerOpt,
     SetOpt,
     SplitOpt,
+    buyer_specs,
     eval_config,
 )
 from tournaments.evaluate import evaluate
@@ -40,8 +44,15 @@ def play(
     catalog: CatalogOpt = None,
     split: SplitOpt = "all",
     overrides: SetOpt = None,
+    db: Annotated[Path | None, typer.Option(help="Store a game with a person (human).")] = None,
 ) -> None:
-    """Play one episode and show the transcript, then the hidden values."""
+    """Play one episode and show the transcript, then the hidden values. A seller or first buyer
+    'human' (or human:NAME) is played by you: type each move, then an empty line."""
+    if is_human(seller) or is_human(buyer_specs(buyer)[0]):
+        config = guard(lambda: eval_config(seller, buyer, preset, overrides, episodes=1, seed=seed,
+                                           catalog=catalog, split=split))  # fmt: skip
+        guard(lambda: play_human(config, index, db, console=console))
+        return
 
     def run() -> EpisodeRecord:
         config = eval_config(

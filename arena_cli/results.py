@@ -16,12 +16,19 @@ import typer
 from arena_cli.console import console, guard, say
 from arena_cli.options import JsonOpt, ReadDbOpt, writable_file, writable_folder
 from leagues.report import league_sections
+from tournaments.browser import DEFAULT_CAP
 from tournaments.leaderboard import leaderboard, render_table, stored_anchor, stored_lineups
 from tournaments.ratings import RatingConfig
 from tournaments.report import write_report
 from tournaments.store import load_records
+from tournaments.usage import add_usage, check_prices, parse_prices, stored_usage
 
 ROLES = ("seller", "buyer", "cross")
+PRICE_HELP = (
+    "SPEC=IN,OUT: an agent's dollars per million prompt and completion tokens (repeatable); "
+    "adds the cost per 1000 episodes."
+)
+PriceOpt = Annotated[list[str] | None, typer.Option(help=PRICE_HELP)]
 
 
 def ratings(
@@ -36,8 +43,10 @@ def ratings(
             "scripted agent in the stored tournaments. 'none': ratings average 1000."
         ),
     ] = None,
+    price: PriceOpt = None,
 ) -> None:
-    """Bradley-Terry ratings with bootstrap intervals, Elo, and the paper's metrics."""
+    """Bradley-Terry ratings with bootstrap intervals, Elo, the paper's metrics, and model
+    tokens (and cost, given prices) per episode."""
 
     def run() -> list[dict[str, Any]]:
         if role not in ROLES:
@@ -48,7 +57,11 @@ def ratings(
         pinned = stored_anchor(db, role, tournament) if anchor is None else anchor
         if anchor is not None and anchor.lower() == "none":
             pinned = None
-        return leaderboard(records, role, RatingConfig(), entries, pinned)
+        rows = leaderboard(records, role, RatingConfig(), entries, pinned)
+        usage, prices = stored_usage(db, tournament), parse_prices(price or [])
+        check_prices(prices, usage)
+        add_usage(rows, records, role, entries, usage, prices)
+        return rows
 
     rows = guard(run)
     console.print(render_table(rows))
@@ -60,11 +73,16 @@ def ratings(
 def report(
     db: ReadDbOpt,
     out: Annotated[Path, typer.Option(help="Output folder for index.html and PNGs.")],
+    price: PriceOpt = None,
+    episodes_per_pairing: Annotated[
+        int, typer.Option(help="Most episodes of a pairing in the episode browser (a sample).")
+    ] = DEFAULT_CAP,
 ) -> None:
-    """Write an HTML report with plots."""
+    """Write an HTML report with plots and an episode browser (open OUT/index.html)."""
 
     def run() -> Path:
         writable_folder(out, "--out")
-        return write_report(db, out, extra_sections=lambda out_dir: league_sections(db, out_dir))
+        return write_report(db, out, lambda out_dir: league_sections(db, out_dir), RatingConfig(),
+                            parse_prices(price or []), episodes_per_pairing)  # fmt: skip
 
     say(f"wrote {guard(run)}")

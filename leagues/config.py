@@ -52,6 +52,8 @@ LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 VLLM_MODES = ("colocate", "server")
+REPORTERS = ("tensorboard", "wandb", "trackio")
+"""Experiment trackers TRL's trainer can log to without a network (``TrainConfig.report_to``)."""
 TINY = "tiny"
 """``model = "tiny"``: build the project's tiny random chat model into the league folder."""
 
@@ -152,6 +154,13 @@ class TrainConfig:
             "cache fits in vllm_gpu_memory_utilization."
         ),
     )
+    report_to: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "Also log every step's metrics to: tensorboard, wandb (offline), trackio (local); "
+            "files under <league folder>/logs/, nothing sent over the network."
+        ),
+    )
 
     def __post_init__(self) -> None:
         where = "league.learner.train"
@@ -195,6 +204,14 @@ class TrainConfig:
             raise ValueError(f"{where}.dtype must be one of {', '.join(DTYPES)}")
         if self.vllm_mode not in VLLM_MODES:
             raise ValueError(f"{where}.vllm_mode must be colocate or server")
+        for name in self.report_to:
+            if name not in REPORTERS:
+                raise ValueError(
+                    f"{where}.report_to: unknown logger {name!r}; use any of "
+                    f'{", ".join(REPORTERS)}, e.g. report_to = ["tensorboard"]'
+                )
+        if len(set(self.report_to)) != len(self.report_to):
+            raise ValueError(f"{where}.report_to names a logger twice: {list(self.report_to)}")
         if self.use_vllm and self.device == "cpu":
             raise ValueError(f"{where}.use_vllm needs a GPU; set device = 'cuda' or 'auto'")
 
@@ -386,8 +403,9 @@ class LeagueConfig:
 
     def config_hash(self) -> str:
         """A short hash of everything that shapes the checkpoints (stored as lineage); the
-        number of generations is left out, so extending a league keeps its hash."""
-        settings = {k: v for k, v in self.to_dict().items() if k != "generations"}
+        number of generations and the loggers are left out, so extending a league or logging
+        it elsewhere keeps its hash."""
+        settings = without_loggers({k: v for k, v in self.to_dict().items() if k != "generations"})
         text = json.dumps(settings, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -417,6 +435,13 @@ class LeagueConfig:
             return LeagueConfig.from_dict(values, base=file.parent.resolve())
         except ValueError as exc:
             raise ValueError(f"{file}: {exc}") from None
+
+
+def without_loggers(settings: dict[str, Any]) -> dict[str, Any]:
+    """League settings without ``learner.train.report_to``: where the step metrics are also
+    logged changes no result, so it may change when a league resumes."""
+    train = {k: v for k, v in settings["learner"]["train"].items() if k != "report_to"}
+    return {**settings, "learner": {**settings["learner"], "train": train}}
 
 
 def _local_model(base: Path, model: Any) -> bool:

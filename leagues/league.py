@@ -72,7 +72,7 @@ from leagues.state import (
     store_ratings,
 )
 from leagues.summary import LeagueSummary, summarize
-from leagues.trainer import TrainJob, merge_adapter, train_learner
+from leagues.trainer import TrainJob, check_reporters, merge_adapter, train_learner
 from tournaments.config import TournamentConfig
 from tournaments.leaderboard import default_anchor, leaderboard
 from tournaments.lock import writer_lock
@@ -205,6 +205,8 @@ class LeagueRun:
             adapter_dir=folder / "adapter",
             seed=int(np.random.SeedSequence([config.seed, g]).generate_state(1)[0]),
             learner_name=f"hf:{plan.label}",
+            log_dir=self.folder / "logs" / folder.name,
+            run_name=f"{self.name}/{folder.name}",
         )
         started = time.perf_counter()
 
@@ -304,6 +306,7 @@ def run_league(
     ``<folder>/report/index.html`` at the end.
     """
     check_splits(config)
+    check_reporters(config.learner.train.report_to)
     db = Path(db_path)
     folder = league_folder(config, db)
     # The database's writer lock first: a second run on the file stops before any work.

@@ -16,7 +16,7 @@ from typing import Any
 
 from arena import metrics, settings
 from arena.records import EpisodeRecord
-from leagues.config import LeagueConfig
+from leagues.config import LeagueConfig, without_loggers
 from leagues.plan import GenerationPlan
 from tournaments.store import Store
 
@@ -42,8 +42,11 @@ def _now() -> str:
 
 
 def stored_settings(config: LeagueConfig) -> dict[str, Any]:
-    """The league's settings as stored: JSON, without ``generations`` (a league may grow)."""
-    return {k: v for k, v in settings.to_json(config).items() if k != "generations"}
+    """The league's settings as stored: JSON, without ``generations`` (a league may grow) and
+    the loggers (:func:`leagues.config.without_loggers`)."""
+    return without_loggers(
+        {k: v for k, v in settings.to_json(config).items() if k != "generations"}
+    )
 
 
 def register_league(store: Store, config: LeagueConfig) -> None:

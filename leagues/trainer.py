@@ -19,10 +19,13 @@ the same scenarios against the same opponents.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
+import os
 import shutil
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,10 @@ class TrainJob:
     seed: int
     learner_name: str = "hf:learner"
     """The learner's agent spec in the rollouts' episode records (never stored)."""
+    log_dir: Path | None = None
+    """Where the ``train.report_to`` loggers write (None: ``output_dir/logs``)."""
+    run_name: str = "learner"
+    """The run's name in those loggers (the league names it after the generation)."""
 
     def __post_init__(self) -> None:
         needed = self.steps * self.train.scenarios_per_step
@@ -146,7 +153,9 @@ def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
         save_strategy="steps",
         save_steps=train.save_steps,
         save_total_limit=2,
-        report_to=[],
+        report_to=list(train.report_to) or "none",
+        run_name=job.run_name,
+        project=job.run_name.partition("/")[0],
         disable_tqdm=True,
         seed=job.seed,
         use_cpu=device == "cpu",
@@ -154,6 +163,52 @@ def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
         fp16=dtype == "float16",
         **kwargs,
     )
+
+
+REPORTER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+"""The package each ``report_to`` logger needs (an extra of the same name)."""
+
+
+def check_reporters(report_to: Sequence[str]) -> None:
+    """Every logger's package is installed, or a clear error before any work."""
+    missing = [
+        name for name in report_to if importlib.util.find_spec(REPORTER_PACKAGES[name]) is None
+    ]
+    if missing:
+        raise ValueError(
+            f"league.learner.train.report_to = {list(report_to)}: the package(s) "
+            f"{', '.join(REPORTER_PACKAGES[m] for m in missing)} are not installed; pip install "
+            f"'bargain-arena[{','.join(missing)}]' (or drop them from report_to)"
+        )
+
+
+@contextlib.contextmanager
+def logging_to(job: TrainJob) -> Iterator[Path]:
+    """The environment TRL's logging callbacks read, for the job's loggers, restored after:
+    TensorBoard event files in the log folder, wandb offline (``wandb sync`` uploads later if
+    wanted), trackio's local database in the log folder. Nothing goes over the network."""
+    folder = job.log_dir or job.output_dir / "logs"
+    settings = {}
+    if "tensorboard" in job.train.report_to:
+        settings["TENSORBOARD_LOGGING_DIR"] = str(folder)
+    if "wandb" in job.train.report_to:
+        project = job.run_name.partition("/")[0]
+        settings.update(WANDB_MODE="offline", WANDB_DIR=str(folder), WANDB_SILENT="true",
+                        WANDB_PROJECT=project)  # fmt: skip
+    if "trackio" in job.train.report_to:
+        settings["TRACKIO_DIR"] = str(folder / "trackio")
+    if settings:
+        folder.mkdir(parents=True, exist_ok=True)
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    try:
+        yield folder
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def load_policy_model(job: TrainJob, device: str, dtype: str) -> tuple[Any, Any]:
@@ -288,9 +343,11 @@ def train_learner(job: TrainJob, on_step: StepHook | None = None) -> Path:
     """
     if (job.adapter_dir / "adapter_config.json").is_file():
         return job.adapter_dir
+    check_reporters(job.train.report_to)
     resume = last_checkpoint(job.output_dir)
-    trainer = build_trainer(job, on_step)
-    trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+    with logging_to(job):
+        trainer = build_trainer(job, on_step)
+        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     save_atomically(job.adapter_dir, lambda tmp: _save_adapter(trainer, tmp))
     return job.adapter_dir
 

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from agents.driver import buyer_lineup
+from agents.human import is_human
 from arena import metrics
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.metrics import episode_cross_score
@@ -83,6 +84,8 @@ def buyer_entries_of(record: EpisodeRecord, buyer_entries: BuyerEntries | None =
         for pool in buyer_entries
         if buyer_lineup(record.scenario, tuple(pool)) == lineup
     ]
+    if not labels and any(is_human(spec) for spec in lineup):
+        return [lineup_label(lineup)]  # a person's game is an entry of its own (tournaments.human)
     if not labels:
         sc = record.scenario
         raise ValueError(

@@ -53,15 +53,23 @@ BUYER_COLUMNS: tuple[tuple[str, str], ...] = (
 """Buyer-entry row values besides reward and deal rate, (row key, header)."""
 
 
+USAGE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tokens_per_episode", "Tokens/Ep"),
+    ("cost_per_1k_episodes", "$/1k Ep"),
+)
+"""Model usage columns, on rows that :func:`tournaments.usage.add_usage` filled."""
+
+
 def columns() -> list[tuple[str, str]]:
     """Metric columns of :func:`render_table`, (row key, header): the registry's seller metrics
-    that have a short header (multi-product ones included), the buyer columns, the cross score.
-    A row without the key shows blank."""
+    that have a short header (multi-product ones included), the buyer columns, the cross score,
+    the model usage. A row without the key shows blank."""
     shown = [m for m in metrics.METRICS.values() if m.short and m.groups & SELLER_GROUPS]
     return [
         *((m.name, m.short) for m in shown),
         *BUYER_COLUMNS,
         ("cross_score", "Cross Score"),
+        *USAGE_COLUMNS,
     ]
 
 
@@ -91,10 +99,11 @@ def buyer_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     }
 
 
-def _players_and_episodes(
+def players_and_episodes(
     records: Sequence[EpisodeRecord], role: str, buyer_entries: BuyerEntries | None
 ) -> dict[str, list[EpisodeRecord]]:
-    """Every player of ``role`` (cross: both roles) with its counted episodes."""
+    """Every player of ``role`` (cross: both roles) with its counted episodes: the episodes
+    its leaderboard row summarises."""
     episodes: dict[str, list[EpisodeRecord]] = {}
     for r in distinct_episodes(records):
         if role in ("seller", "cross"):
@@ -183,7 +192,7 @@ def leaderboard(
         fitted = {row.player: row for row in bradley_terry_ratings(a, b, score, config)}
         elo = elo_ratings(a, b, score, config)
     rows = []
-    for player, episodes in _players_and_episodes(records, role, buyer_entries).items():
+    for player, episodes in players_and_episodes(records, role, buyer_entries).items():
         kind, agent = split_player(player)
         fit = fitted.get(player)
         row: dict[str, Any] = {

@@ -13,7 +13,7 @@ import operator
 from typing import Any, NamedTuple
 
 from arena.records import EpisodeKey, EpisodeRecord
-from tournaments.schema import EPISODE_COLUMNS, TURN_FIELDS, payoff
+from tournaments.schema import EPISODE_COLUMNS, TURN_FIELDS, payoff, usage_rows
 
 _turn_values = operator.attrgetter(*TURN_FIELDS)
 """A TurnRecord's values in ``TURN_COLUMNS`` order (SQLite stores the bool as 0/1)."""
@@ -30,6 +30,9 @@ class EncodedEpisode(NamedTuple):
     """Values of ``TURN_COLUMNS``, one tuple per message."""
     payoff: tuple[float, float, float] | None
     """What the episode adds to its lineup's ``payoffs`` sums (None for an error episode)."""
+    usage: tuple[tuple[str, str, int, int], ...] = ()
+    """Its ``episode_usage`` rows: (seat, agent, tokens in, tokens out) per seat that used a
+    model (:func:`tournaments.schema.usage_rows`)."""
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -81,4 +84,6 @@ def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
     row = tuple(values[c] for c in EPISODE_COLUMNS)
     turns = [_turn_values(t) for t in res.turns]
     counted = res.outcome != "error"
-    return EncodedEpisode(record.key, row, turns, payoff(record) if counted else None)
+    return EncodedEpisode(
+        record.key, row, turns, payoff(record) if counted else None, usage_rows(record)
+    )

@@ -30,6 +30,7 @@ model calls as one episode has turns. The ``arena tournament run`` command calls
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import math
 import os
@@ -47,14 +48,16 @@ from rich.text import Text
 
 from agents.driver import Match, buyer_lineup
 from agents.engine import play_matches
+from agents.specs import is_scripted
 from arena.catalog import load_catalog, split_catalog
 from arena.config import MarketConfig
-from arena.records import EpisodeKey
+from arena.records import EpisodeKey, EpisodeRecord
 from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
 from tournaments.lock import writer_lock
 from tournaments.rows import EncodedEpisode, encode_episode
+from tournaments.schema import usage_rows
 from tournaments.store import Store
 
 EXECUTORS = ("local", "ray")
@@ -116,14 +119,30 @@ def play_chunk(
     jobs: Sequence[Match], market: MarketConfig, keep_turns: bool, encode: bool
 ) -> list[Played]:
     """Play ``jobs`` (in a worker) with the batched engine, ``len(jobs)`` episodes in flight.
-    Module-level so process pools and Ray can ship it."""
-    records, _ = play_matches(market, jobs, max_concurrent=len(jobs), keep_turns=keep_turns)
+    Module-level so process pools and Ray can ship it. Turns are recorded in play whenever a
+    model answers, so their tokens reach ``episode_usage``; ``keep_turns=False`` then only
+    leaves the messages out of the store."""
+    models = any(not (isinstance(p, str) and is_scripted(p)) for job in jobs for p in job.players)
+    records, _ = play_matches(
+        market, jobs, max_concurrent=len(jobs), keep_turns=keep_turns or models
+    )
     return [
         Played(
-            r.key, r.result.seller_reward, r.result.outcome, encode_episode(r) if encode else None
+            r.key,
+            r.result.seller_reward,
+            r.result.outcome,
+            _encode(r, keep_turns) if encode else None,
         )
         for r in records
     ]
+
+
+def _encode(record: EpisodeRecord, keep_turns: bool) -> EncodedEpisode:
+    """The record's rows; without ``keep_turns``, its usage rows but no turn rows."""
+    if keep_turns or not record.result.turns:
+        return encode_episode(record)
+    bare = dataclasses.replace(record, result=dataclasses.replace(record.result, turns=()))
+    return encode_episode(bare)._replace(usage=usage_rows(record))
 
 
 def plan(

@@ -9,6 +9,10 @@
 * ``payoffs``: per tournament and lineup, the sums of the seller's reward, the buyer side's reward
   and the cross-role score over counted episodes, updated in the transaction that stores the
   episodes: the league's meta-game reads it instead of decoding every record;
+* ``episode_usage``: per episode and seat, the agent's prompt and completion tokens (seats
+  without model tokens have no row);
+* ``episodes.parent_id``, ``episodes.from_turn``: a counterfactual replay's parent episode and
+  the turn it branched after (:mod:`tournaments.replay`); NULL for played episodes;
 * ``league_runs``, ``league_generations``, ``training_steps``, ``league_ratings``: a league's
   settings, generation plans and stages, per-step training metrics and ratings per generation
   (:mod:`leagues.state`).
@@ -28,6 +32,7 @@ import sqlite_utils
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.metrics import episode_cross_score
 from arena.records import EpisodeRecord, TurnRecord
+from arena.seats import seats
 
 AGENT_ROLES = ("seller", "buyer")
 LINEAGE_FIELDS = ("parent", "generation", "step", "config_hash", "path")
@@ -181,10 +186,46 @@ def _v3_leagues_and_payoffs(db: sqlite_utils.Database) -> None:
     fill_payoffs(db)
 
 
+def _v4_replays_and_usage(db: sqlite_utils.Database) -> None:
+    """Version 4: counterfactual replays link to the episode they branch from (``parent_id``,
+    ``from_turn``; NULL for played episodes), which joins the unique key, so the replays of two
+    parents on one scenario are two episodes; ``episode_usage`` holds each seat's model tokens
+    per episode (backfilled from ``turns``)."""
+    db.execute("ALTER TABLE episodes ADD COLUMN parent_id INTEGER REFERENCES episodes(id)")
+    db.execute("ALTER TABLE episodes ADD COLUMN from_turn INTEGER")
+    db.execute("DROP INDEX episodes_key")
+    db.execute(
+        "CREATE UNIQUE INDEX episodes_key ON episodes (tournament_id, env_version, seller, "
+        "buyers, scenario_seed, scenario_index, COALESCE(parent_id, 0), COALESCE(from_turn, -1))"
+    )
+    db.execute("CREATE INDEX episodes_parent ON episodes (parent_id) WHERE parent_id IS NOT NULL")
+    db.execute(
+        """CREATE TABLE episode_usage (
+            episode_id INTEGER NOT NULL REFERENCES episodes(id),
+            seat TEXT NOT NULL,            -- seller, buyer_1, ...
+            agent TEXT NOT NULL,           -- the seat's agent spec
+            tokens_in INTEGER NOT NULL,    -- prompt tokens over the seat's turns
+            tokens_out INTEGER NOT NULL,   -- completion tokens
+            PRIMARY KEY (episode_id, seat)
+        ) WITHOUT ROWID"""
+    )
+    db.execute(
+        """INSERT INTO episode_usage
+        SELECT t.episode_id, t.agent,
+            CASE WHEN t.agent = 'seller' THEN e.seller ELSE json_extract(
+                e.buyers, '$[' || (CAST(substr(t.agent, 7) AS INTEGER) - 1) || ']') END,
+            SUM(t.tokens_in), SUM(t.tokens_out)
+        FROM turns t JOIN episodes e ON e.id = t.episode_id
+        GROUP BY t.episode_id, t.agent
+        HAVING SUM(t.tokens_in) + SUM(t.tokens_out) > 0"""
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_agent_lineage,
     _v3_leagues_and_payoffs,
+    _v4_replays_and_usage,
 ]
 """Migration ``i`` takes a database at schema version ``i`` to ``i + 1``. Append, never edit."""
 
@@ -216,6 +257,25 @@ def payoff(record: EpisodeRecord) -> tuple[float, float, float]:
     score = episode_cross_score(record)
     assert score is not None, "error episodes carry no payoff"
     return record.result.seller_reward, episode_buyer_side_reward(record), score
+
+
+ADD_USAGE = (
+    "INSERT INTO episode_usage (episode_id, seat, agent, tokens_in, tokens_out) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+
+
+def usage_rows(record: EpisodeRecord) -> tuple[tuple[str, str, int, int], ...]:
+    """What an episode adds to ``episode_usage``: (seat, agent spec, prompt tokens, completion
+    tokens) of every seat whose turns used a model, from the turn records."""
+    sums: dict[str, list[int]] = {}
+    for turn in record.result.turns:
+        if turn.tokens_in or turn.tokens_out:
+            cell = sums.setdefault(turn.agent, [0, 0])
+            cell[0] += turn.tokens_in
+            cell[1] += turn.tokens_out
+    specs = dict(zip(seats(len(record.buyers)), (record.seller, *record.buyers), strict=True))
+    return tuple((seat, specs[seat], *cell) for seat, cell in sums.items())  # type: ignore[misc]
 
 
 EPISODE_COLUMNS = (

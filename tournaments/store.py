@@ -34,6 +34,7 @@ from arena.settings import changes
 from tournaments.database import connect_reader, connect_writer, in_memory_copy
 from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.schema import (
+    ADD_USAGE,
     AGENT_ROLES,
     EPISODE_COLUMNS,
     LINEAGE_FIELDS,
@@ -277,6 +278,9 @@ class Store:
                     ((first + n, *t) for n, e in enumerate(encoded) for t in e.turns),
                 )
                 conn.executemany(ADD_PAYOFF, _payoff_rows(tournament_id, encoded))
+                conn.executemany(
+                    ADD_USAGE, ((first + n, *u) for n, e in enumerate(encoded) for u in e.usage)
+                )
         except sqlite3.IntegrityError as exc:
             raise ValueError(
                 f"an episode of this batch is already stored in tournament {tournament_id} "
@@ -339,7 +343,9 @@ class Store:
         env_version: str | None = None,
     ) -> list[EpisodeRecord]:
         """Stored episodes as records, turns included, ordered by key. Filters: tournament (id
-        or name), seller spec, a buyer spec playing at least one slot, preset, env version."""
+        or name), seller spec, a buyer spec playing at least one slot, preset, env version.
+        Without a tournament, counterfactual replays (``parent_id`` set) are left out: they are
+        no matches of their players."""
         with self.snapshot():
             where, params = self._filters(tournament, seller, buyer, preset, env_version)
             episodes = self.db.execute(
@@ -393,6 +399,8 @@ class Store:
         if buyer is not None:
             clauses.append("EXISTS (SELECT 1 FROM json_each(e.buyers) WHERE value = ?)")
             params.append(buyer)
+        if tournament is None:  # counterfactual replays count only when their tournament is named
+            clauses.append("e.parent_id IS NULL")
         return " AND ".join(clauses), params
 
 

@@ -103,3 +103,17 @@ def test_a_database_from_before_migration_3_keeps_its_league(tmp_path):
         assert (g, stage, loaded.checkpoint, loaded.weights) == (1, "rated", {"seller": "hf:/c1"},
                                                                   (1.0,))  # fmt: skip
         assert {"training_steps", "league_ratings", "payoffs"} <= set(store.db.table_names())
+
+
+def test_a_league_resumes_with_other_loggers_and_keeps_its_hash(tmp_path):
+    store, config = scripted_store(tmp_path)
+    register_league(store, config)
+    raw = _raw(tmp_path)
+    train = {**raw["learner"].get("train", {}), "report_to": ["tensorboard", "wandb"]}
+    logged = LeagueConfig.from_dict({**raw, "learner": {**raw["learner"], "train": train}},
+                                    base=tmp_path)  # fmt: skip
+    assert logged.learner.train.report_to == ("tensorboard", "wandb")
+    register_league(store, logged)  # where the metrics are also logged changes no result
+    assert logged.config_hash() == config.config_hash()
+    assert "report_to" not in json.dumps(stored_settings(logged))
+    store.close()

@@ -3,6 +3,8 @@ LoRA adapter as a seller (in-distribution market) and as a buyer (bilateral mark
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
 from pathlib import Path
 
@@ -14,11 +16,14 @@ from arena.scenarios import make_scenario
 from leagues.config import TrainConfig
 from leagues.rollout import LEARNER, GroupRow
 from leagues.trainer import (
+    REPORTER_PACKAGES,
     TrainJob,
     adapter_weights,
     build_trainer,
+    check_reporters,
     grpo_config,
     last_checkpoint,
+    logging_to,
     train_learner,
 )
 
@@ -132,3 +137,64 @@ def test_a_self_play_step_trains_the_seller_and_buyer_streams_of_shared_episodes
     # The buyer opens and the random model breaks the format there: the buyer streams earn -1 and
     # the seller streams, which never got a turn, the seller's 0; two entries of each.
     assert logs[0]["reward"] == pytest.approx(-0.5)
+
+
+def test_report_to_names_the_trainers_loggers_and_their_local_folders(tiny_model_dir, tmp_path):
+    job = seller_job(tiny_model_dir, tmp_path)
+    assert grpo_config(job, "cpu", "float32").report_to == []
+    logged = dataclasses.replace(
+        job,
+        train=dataclasses.replace(job.train, report_to=("tensorboard", "wandb")),
+        log_dir=tmp_path / "logs" / "gen-001-seller",
+        run_name="demo/gen-001-seller",
+    )
+    args = grpo_config(logged, "cpu", "float32")
+    assert args.report_to == ["tensorboard", "wandb"]
+    assert (args.run_name, args.project) == ("demo/gen-001-seller", "demo")
+    before = dict(os.environ)
+    with logging_to(logged) as folder:
+        assert folder == tmp_path / "logs" / "gen-001-seller" and folder.is_dir()
+        assert os.environ["TENSORBOARD_LOGGING_DIR"] == str(folder)
+        assert (os.environ["WANDB_MODE"], os.environ["WANDB_PROJECT"]) == ("offline", "demo")
+    assert dict(os.environ) == before
+
+
+def test_a_logger_whose_package_is_missing_is_named_before_any_work(monkeypatch) -> None:
+    monkeypatch.setitem(REPORTER_PACKAGES, "trackio", "no_such_package_for_the_test")
+    with pytest.raises(ValueError, match=r"report_to.*not installed; pip install "
+                                         r"'bargain-arena\[trackio\]'"):  # fmt: skip
+        check_reporters(("tensorboard", "trackio"))
+    with pytest.raises(ValueError, match="unknown logger 'mlflow'"):
+        TrainConfig(report_to=("mlflow",))
+    with pytest.raises(ValueError, match="names a logger twice"):
+        TrainConfig(report_to=("wandb", "wandb"))
+
+
+@pytest.mark.slow
+def test_a_step_logged_to_tensorboard_writes_the_step_metrics_there(tiny_model_dir, tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    market = get_preset("bilateral")
+    train = TrainConfig(batch_size=4, group_size=2, micro_batch_size=4, max_new_tokens=16,
+                        report_to=("tensorboard",))  # fmt: skip
+    rows = tuple(
+        GroupRow(f"s{i}", make_scenario(market, CATALOG, 24, i), LEARNER, ("scripted:time",),
+                 "seller")
+        for i in range(2)
+    )  # fmt: skip
+    logs_dir = tmp_path / "logs" / "gen-001-seller"
+    job = TrainJob(tiny_model_dir, None, rows, market, train, 1, tmp_path / "t", tmp_path / "a",
+                   8, log_dir=logs_dir, run_name="demo/gen-001-seller")  # fmt: skip
+    steps: list[tuple[int, dict]] = []
+    train_learner(job, lambda step, entry: steps.append((step, entry)))
+    ((step, entry),) = steps
+    events = EventAccumulator(str(logs_dir))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert {"train/reward", "train/loss", "train/deal_rate"} <= set(tags)
+    for name in ("reward", "deal_rate", "loss"):
+        (scalar,) = events.Scalars(f"train/{name}")
+        assert scalar.step == step == 1
+        assert scalar.value == pytest.approx(entry[name], rel=1e-5, abs=1e-6)
+    assert "TENSORBOARD_LOGGING_DIR" not in os.environ

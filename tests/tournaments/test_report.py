@@ -121,7 +121,8 @@ def test_text_on_the_page_is_escaped(report) -> None:
     assert "e=0.3&margin=0.1" not in text
     seller_rows = page.data["leaderboard"]["seller"]
     assert AMPERSAND_SELLER in [row["agent"] for row in seller_rows]
-    assert page.headings[:5] == [
+    assert page.headings[:6] == [
+        "Episodes",
         "Leaderboard",
         "Seller x buyer payoffs",
         "Seller skill profile",

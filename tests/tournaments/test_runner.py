@@ -346,3 +346,29 @@ def test_llm_agents_in_a_tournament_go_through_the_batched_engine(tmp_path: Path
     assert all(r.result.turns[-1].tokens_in > 0 for r in llm)
     # Played one request at a time, the server would never see two requests at once.
     assert in_flight > 1
+
+
+def test_model_tokens_are_stored_per_episode_and_seat_even_without_the_messages(
+    tmp_path: Path,
+) -> None:
+    from agents.backends import close_backends
+    from agents.testing.http_server import ScriptedChatServer
+
+    with ScriptedChatServer(reply_text=quitting_seller) as server:
+        spec = f"openai:arena-test?base_url={server.url}&max_retries=1&backoff=0.001&timeout=5"
+        config = TournamentConfig.from_dict(
+            {"name": "lean-llm", "episodes": 3, "sellers": [spec, "scripted:prober"],
+             "buyers": ["scripted:time"], "keep_turns": False}
+        )  # fmt: skip
+        db = tmp_path / "lean.db"
+        run_tournament(config, db, workers=1, progress=False)
+    close_backends()
+    with Store.open(db) as store:
+        turns = store.db.execute("SELECT COUNT(*) FROM turns").fetchone()[0]
+        usage = store.db.execute(
+            "SELECT e.seller, u.seat, u.agent, u.tokens_in, u.tokens_out FROM episode_usage u "
+            "JOIN episodes e ON e.id = u.episode_id"
+        ).fetchall()
+    assert turns == 0
+    assert len(usage) == 3  # one seat with model tokens in each LLM episode; scripted: none
+    assert all(row[:3] == (spec, "seller", spec) and row[3] > 0 and row[4] > 0 for row in usage)

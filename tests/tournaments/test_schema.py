@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenarios
 from tournaments.rows import encode_episode
-from tournaments.schema import MIGRATIONS, SCHEMA_VERSION
+from tournaments.schema import EPISODE_COLUMNS, MIGRATIONS, SCHEMA_VERSION, TURN_COLUMNS
 from tournaments.store import Store
 
 OLD_LEAGUE_TABLE = """CREATE TABLE IF NOT EXISTS league_runs (
@@ -34,7 +36,7 @@ def test_opening_a_version_1_database_upgrades_it_and_keeps_its_rows(tmp_path: P
     old.close()
 
     with Store.open(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.schema_version() == SCHEMA_VERSION == 4
         assert {"parent", "generation", "step", "config_hash", "path"} <= set(
             store.db["agents"].columns_dict
         )
@@ -83,3 +85,74 @@ def test_a_version_2_database_gains_payoffs_backfilled_from_its_episodes(tmp_pat
         assert migrated[key].episodes == sums.episodes == 6
         assert migrated[key] == pytest.approx(sums)
     assert json.loads(json.dumps(list(migrated.values())))
+
+
+def with_tokens(record, seller_tokens: tuple[int, int], buyer_tokens: tuple[int, int]):
+    """The record as if its seller and buyer_2 were models that spent these tokens a turn."""
+    turns = tuple(
+        dataclasses.replace(t, tokens_in=seller_tokens[0], tokens_out=seller_tokens[1])
+        if t.agent == "seller"
+        else dataclasses.replace(t, tokens_in=buyer_tokens[0], tokens_out=buyer_tokens[1])
+        if t.agent == "buyer_2"
+        else t
+        for t in record.result.turns
+    )
+    return dataclasses.replace(record, result=dataclasses.replace(record.result, turns=turns))
+
+
+def test_a_version_3_database_gains_usage_backfilled_from_turns_and_replay_links(tmp_path):
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, load_catalog(), 1, 3)
+    played = play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"])
+    records = [with_tokens(r, (100, 20), (50, 5)) for r in played]
+    path = tmp_path / "v3.db"
+    old = sqlite_utils.Database(path)
+    for migrate in MIGRATIONS[:3]:
+        migrate(old)
+    old.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '3')")
+    old.execute("INSERT INTO tournaments (name, config, created) VALUES ('t', '{}', 'now')")
+    for episode_id, record in enumerate(records, start=1):
+        encoded = encode_episode(record)
+        row = dict(zip(EPISODE_COLUMNS, encoded.row, strict=True))
+        old["episodes"].insert({"id": episode_id, "tournament_id": 1, **row})
+        for turn in encoded.turns:
+            values = dict(zip(TURN_COLUMNS, turn, strict=True))
+            old["turns"].insert({"episode_id": episode_id, **values})
+    old.conn.commit()
+    old.close()
+    with Store.open(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        rows = store.db.execute(
+            "SELECT episode_id, seat, agent, tokens_in, tokens_out FROM episode_usage "
+            "ORDER BY episode_id, seat"
+        ).fetchall()
+    expected = []
+    for episode_id, record in enumerate(records, start=1):
+        for seat, spec, per_turn in (("buyer_2", "scripted:time", (50, 5)),
+                                     ("seller", "scripted:prober", (100, 20))):  # fmt: skip
+            n = sum(t.agent == seat for t in record.result.turns)
+            expected.append((episode_id, seat, spec, n * per_turn[0], n * per_turn[1]))
+    assert rows == expected
+
+
+def test_replays_of_two_parents_on_one_scenario_are_two_episodes_but_a_match_stays_unique(
+    tmp_path: Path,
+) -> None:
+    config = get_preset("in-distribution")
+    (record,) = play_scenarios(
+        config, make_scenarios(config, load_catalog(), 1, 1), "scripted:prober", ["scripted:time"]
+    )
+    with Store.open(tmp_path / "k.db") as store:
+        tid = store.tournament_id("t", {})
+        store.add_episodes(tid, [record])
+        columns = ("tournament_id", *EPISODE_COLUMNS, "parent_id", "from_turn")
+        row = encode_episode(record).row
+        insert = (
+            f"INSERT INTO episodes ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        )
+        for parent, turn in ((1, 2), (1, 3), (5, 2)):
+            store.db.execute(insert, [tid, *row, parent, turn])
+        with pytest.raises(sqlite3.IntegrityError):
+            store.db.execute(insert, [tid, *row, 1, 2])
+        with pytest.raises(ValueError, match="already stored"):
+            store.add_episodes(tid, [record])
