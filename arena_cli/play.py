@@ -27,7 +27,6 @@ from arena_cli.options import (
     SellerOpt,
     SetOpt,
     SplitOpt,
-    buyer_specs,
     eval_config,
 )
 from tournaments.evaluate import evaluate
@@ -48,7 +47,7 @@ def play(
 ) -> None:
     """Play one episode and show the transcript, then the hidden values. A seller or first buyer
     'human' (or human:NAME) is played by you: type each move, then an empty line."""
-    if is_human(seller) or is_human(buyer_specs(buyer)[0]):
+    if is_human(seller) or is_human(buyer.split(",")[0]):
         config = guard(lambda: eval_config(seller, buyer, preset, overrides, episodes=1, seed=seed,
                                            catalog=catalog, split=split))  # fmt: skip
         guard(lambda: play_human(config, index, db, console=console))

@@ -10,6 +10,7 @@ from typing import Any
 
 from agents import check_spec
 from agents.engine import run_episodes
+from agents.human import is_human
 from arena.catalog import Product, load_catalog, split_catalog
 from arena.config import MarketConfig, config_to_dict
 from arena.metrics import summarize
@@ -57,10 +58,11 @@ class EvalConfig:
             raise ValueError("give at least one buyer spec")
         if self.max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
-        # Specs are checked here, before any work: no model is loaded (agents.check_spec).
-        check_spec(self.seller, "seller")
-        for spec in self.buyers:
-            check_spec(spec, "buyer")
+        # Specs are checked here, before any work: no model is loaded (agents.check_spec). A
+        # person's seat (``human[:name]``, arena play) is checked when the game starts.
+        for spec, role in ((self.seller, "seller"), *((b, "buyer") for b in self.buyers)):
+            if not is_human(spec):
+                check_spec(spec, role)
 
     def market(self) -> MarketConfig:
         """The preset with the overrides read by the settings dialect."""
