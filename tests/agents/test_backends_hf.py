@@ -448,7 +448,8 @@ def test_engine_records_are_identical_with_and_without_kv_reuse(
 def test_adapters_change_transcripts_over_one_model_load(
     lora_model_dir: Path, lora_adapters: list[Path], one_thread: None
 ) -> None:
-    from agents.engine import run_jobs
+    from agents.driver import Match
+    from agents.engine import play_matches
     from arena.catalog import load_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenarios
@@ -458,7 +459,7 @@ def test_adapters_change_transcripts_over_one_model_load(
     sellers = [base] + [f"{base}&lora={adapter}" for adapter in lora_adapters[:2]]
     (scenario,) = make_scenarios(config, load_catalog(None), 0, 1)
     jobs = [(seller, ("scripted:time",) * 3, scenario) for seller in sellers]
-    records, stats = run_jobs(config, jobs)
+    records, stats = play_matches(config, [Match(sc, s, b) for s, b, sc in jobs])
     assert len(stats.per_backend) == 1 and stats.errors == 0
     assert next(iter(stats.per_backend.values())).mixed_batches >= 1
     seller_texts = [[t.text for t in r.result.turns if t.agent == "seller"] for r in records]

@@ -26,7 +26,8 @@ from agents.backends.vllm_backend import (
     max_lora_rank_for,
     sampling_kwargs,
 )
-from agents.engine import run_episodes, run_jobs
+from agents.driver import Match
+from agents.engine import play_matches, run_episodes
 from agents.llm import make_llm_agent
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -261,7 +262,7 @@ def test_a_request_vllm_rejects_fails_only_its_episode(vllm_spec: Callable[[str]
     doomed = dataclasses.replace(other, products=(huge,))
     seller = vllm_spec("max_tokens=16")
     jobs = [(seller, ("scripted:time",) * 3, fine), (seller, ("scripted:time",) * 3, doomed)]
-    records, stats = run_jobs(config, jobs)
+    records, stats = play_matches(config, [Match(sc, s, b) for s, b, sc in jobs])
     assert next(iter(stats.per_backend.values())).largest_batch == 2  # one batch for both
     assert records[0].result.outcome != "error"
     assert records[1].result.outcome == "error"
@@ -280,7 +281,7 @@ def test_adapters_change_transcripts_and_one_engine_serves_them_all(
     cases = scenarios(2)
     jobs = [(seller, ("scripted:time",) * 3, sc) for sc in cases for seller in sellers]
     starts = engine_starts()
-    records, stats = run_jobs(config, jobs)
+    records, stats = play_matches(config, [Match(sc, s, b) for s, b, sc in jobs])
     assert engine_starts() - starts <= 1  # 0: the session engine was already up
     assert len(stats.per_backend) == 1  # every adapter in one back-end
     usage = next(iter(stats.per_backend.values()))
