@@ -152,6 +152,13 @@ class TrainConfig:
             "cache fits in vllm_gpu_memory_utilization."
         ),
     )
+    rollout_kv_cache_mib: int = field(
+        default=1024,
+        metadata=_help(
+            "hf sampler: MiB of learner streams' KV kept between turns within a rollout, so a "
+            "turn prefills only its new tokens (exact); 0: every turn prefills its whole stream."
+        ),
+    )
 
     def __post_init__(self) -> None:
         where = "league.learner.train"
@@ -173,7 +180,7 @@ class TrainConfig:
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide batch_size="
                 f"{self.batch_size}"
             )
-        for name in ("max_episode_tokens", "vllm_max_model_length"):
+        for name in ("max_episode_tokens", "vllm_max_model_length", "rollout_kv_cache_mib"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{where}.{name} must be an integer >= 0 (0: the model's context)")

@@ -6,10 +6,11 @@ defaults to CISPO with the paper's settings (:class:`leagues.config.TrainConfig`
 mapping of its clip pair onto TRL). The learner is a LoRA adapter (PEFT) on a local base model;
 a generation continues its parent's adapter.
 
-Generation: on CPU (or a GPU without vLLM) with the model's own ``generate``, inside TRL's
-``unwrap_model_for_generation`` with the model in eval mode; with ``use_vllm`` through TRL's vLLM
-integration (colocate: vLLM shares the training GPU; server: a ``trl vllm-serve`` process), whose
-weights TRL keeps in sync with the adapter being trained.
+Generation (:mod:`leagues.generators`): without vLLM by the project's decoding loop on the model
+being trained, inside TRL's ``unwrap_model_for_generation`` with the model in eval mode, each
+learner stream's KV kept between its turns; with ``use_vllm`` through TRL's vLLM integration
+(colocate: vLLM shares the training GPU; server: a ``trl vllm-serve`` process), whose weights TRL
+keeps in sync with the adapter being trained.
 
 Resumable: the trainer checkpoints every ``save_steps`` steps into ``output_dir``; a new call
 with the same job resumes from the newest complete checkpoint (adapter, optimizer, scheduler, RNG
@@ -29,12 +30,15 @@ from typing import Any
 
 import numpy as np
 
+from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_backend import load_tokenizer, resolve_device_dtype
 from arena.config import MarketConfig
 from leagues.config import TrainConfig
 from leagues.generators import HFGenerator, VLLMGenerator, eval_mode
 from leagues.rollout import GroupRow, Policy, learner_reward, rollout_batch
 from leagues.streams import ChatFormat
+
+MIB = 2**20
 
 StepHook = Callable[[int, dict[str, float]], None]
 """Called after every optimizer step with (global step, TRL's logs for that step)."""
@@ -163,7 +167,12 @@ def load_policy_model(job: TrainJob, device: str, dtype: str) -> tuple[Any, Any]
     from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(str(job.base_model), dtype=getattr(torch, dtype))
+    # On CPU, a prefill segment after a stream's cached tokens runs as unmasked flash attention
+    # (agents.backends.hf_attention); everything else, training included, as SDPA.
+    attention = {"attn_implementation": register_attention()} if device == "cpu" else {}
+    base = AutoModelForCausalLM.from_pretrained(
+        str(job.base_model), dtype=getattr(torch, dtype), **attention
+    )
     if job.parent_adapter is not None:
         return PeftModel.from_pretrained(base, str(job.parent_adapter), is_trainable=True), None
     train = job.train
@@ -213,6 +222,7 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
                 train.top_p,
                 train.max_new_tokens,
                 train.micro_batch_size,
+                kv_cache_bytes=train.rollout_kv_cache_mib * MIB,
             )
             policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
             return rollout_batch(rows, job.market, policy, seed)

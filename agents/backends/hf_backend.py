@@ -218,7 +218,8 @@ class HFBackend:
         self._spellings: dict[str, str] = {}  # request.adapter as given -> absolute folder
         self.stop_ids = stop_token_ids(base.generation_config.eos_token_id, self.tokenizer)
         self._cache_arg = cache_arg(base)
-        self.kv_cache = ConversationCache(config.kv_cache_mib * MIB)
+        budget = config.kv_cache_mib * MIB
+        self.kv_cache: ConversationCache[CachedPrompt] = ConversationCache(budget)
         self._lock = threading.RLock()
         # Seeds for unseeded sampling: fresh entropy on purpose (see module docstring).
         self._rng = np.random.default_rng()
