@@ -29,7 +29,9 @@ class LeagueSummary:
 
     def __rich__(self) -> Any:
         gens = Table(title=f"league {self.name}: generations")
-        for header in ("gen", "side", "checkpoint", "parent", "opponents", "train reward"):
+        headers = ("gen", "side", "checkpoint", "parent", "opponents", "train reward",
+                   "zero-advantage groups")  # fmt: skip
+        for header in headers:
             gens.add_column(header)
         for row in self.generations:
             gens.add_row(
@@ -39,6 +41,7 @@ class LeagueSummary:
                 row["parent"],
                 row["opponents"],
                 row["train_reward"],
+                row["zero_advantage"],
             )
         board = Table(title="ratings after the last generation (Bradley-Terry, 95% interval)")
         for header in ("role", "agent", "rating", "interval", "episodes", "mean reward"):
@@ -72,11 +75,14 @@ def summarize(
 ) -> LeagueSummary:
     """The summary of everything stored for the league."""
     steps = training_steps(store, config.name)
+    per_step = config.learner.train.scenarios_per_step
     rows = []
     for g, stage, plan in generations(store, config.name):
         if not 1 <= g <= config.generations:
             continue
-        rewards = [s["reward"] for s in steps if s["generation"] == g and s["reward"] is not None]
+        mine = [s for s in steps if s["generation"] == g]
+        rewards = [s["reward"] for s in mine if s["reward"] is not None]
+        zero = [s["zero_advantage_groups"] for s in mine if s["zero_advantage_groups"] is not None]
         mixture = ", ".join(
             f"{labels.get(spec, spec)}:{w:.2f}"
             for spec, w in zip(plan.opponents, plan.weights, strict=True)
@@ -89,6 +95,8 @@ def summarize(
                 "parent": plan.parent_label,
                 "opponents": mixture or "itself",
                 "train_reward": "-" if not rewards else f"{rewards[0]:+.3f} -> {rewards[-1]:+.3f}",
+                # Groups that trained nothing (equal rewards), of all the generation's groups.
+                "zero_advantage": "-" if not zero else f"{sum(zero):.0f}/{len(zero) * per_step}",
                 "stage": stage,
             }
         )
