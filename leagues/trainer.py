@@ -359,26 +359,6 @@ def save_atomically(target: Path, write: Callable[[Path], None]) -> Path:
     return target
 
 
-def merge_adapter(base_model: Path, adapter: Path, out_dir: Path) -> Path:
-    """A standalone model folder: the base with the adapter merged in (PEFT merge_and_unload),
-    for back-ends that load plain model folders (the hf back-end has no LoRA loading)."""
-    if (out_dir / "config.json").is_file():
-        return out_dir
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    tokenizer = load_chat_tokenizer(base_model)
-    base = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
-
-    def write(folder: Path) -> None:
-        merged.save_pretrained(str(folder))
-        tokenizer.save_pretrained(str(folder))
-
-    return save_atomically(out_dir, write)
-
-
 def adapter_weights(adapter: Path) -> dict[str, Any]:
     """The tensors of a saved adapter by name (for tests and diagnostics)."""
     from safetensors.torch import load_file
