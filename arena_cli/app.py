@@ -24,6 +24,7 @@ from arena.config import parse_assignments
 from arena.metrics import MULTI_PRODUCT, TABLE1, group
 from arena.records import EpisodeRecord
 from arena.settings import field_help
+from arena_cli.serve import serve
 from leagues.config import LeagueConfig
 from leagues.league import run_league
 from leagues.report import league_sections
@@ -44,6 +45,7 @@ tournament_app = typer.Typer(no_args_is_help=True, help="Round-robin tournaments
 league_app = typer.Typer(no_args_is_help=True, help="Leagues of trained checkpoints.")
 app.add_typer(tournament_app, name="tournament")
 app.add_typer(league_app, name="league")
+app.command()(serve)
 
 # Piped output (logs, CI) gets a wide fixed width so tables are not truncated to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 180)

@@ -159,12 +159,3 @@ def tiny_tokenizer(tiny_model_dir: Path) -> Any:
     from leagues.trainer import load_chat_tokenizer
 
     return load_chat_tokenizer(tiny_model_dir)
-
-
-@pytest.fixture(scope="session")
-def vllm_tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny model with 2 attention heads (head size 32: vLLM's CPU kernels reject 16) and a
-    4,096-token context, for the colocated-vLLM tests."""
-    from agents.testing.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("vllm_tiny"), heads=2, max_positions=4096)

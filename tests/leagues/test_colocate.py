@@ -75,8 +75,8 @@ def _gap(trainer, batch) -> torch.Tensor:
 
 
 @needs_vllm
-def test_vllm_samples_the_trainers_policy_before_and_after_a_weight_sync(vllm_tiny_dir, tmp_path):
-    job = buyer_job(vllm_tiny_dir, tmp_path, TRAIN)
+def test_vllm_samples_the_trainers_policy_before_and_after_a_weight_sync(lora_model_dir, tmp_path):
+    job = buyer_job(lora_model_dir, tmp_path, TRAIN)
     trainer = build_trainer(job)
     try:
         config = trainer.vllm_generation.llm.llm_engine.vllm_config
@@ -104,11 +104,11 @@ def test_vllm_samples_the_trainers_policy_before_and_after_a_weight_sync(vllm_ti
 
 @needs_vllm
 def test_a_bfloat16_sampler_shows_a_larger_mismatch_and_a_second_engine_starts(
-    vllm_tiny_dir, tmp_path
+    lora_model_dir, tmp_path
 ):
     """Also: the engine of the previous test was released, so this one starts in-process."""
     train = dataclasses.replace(TRAIN, vllm_dtype="bfloat16")
-    job = buyer_job(vllm_tiny_dir, tmp_path, train)
+    job = buyer_job(lora_model_dir, tmp_path, train)
     trainer = build_trainer(job)
     try:
         gap = _gap(trainer, scored_batch(trainer, job))
