@@ -68,10 +68,12 @@ class TrainConfig:
     importance ratio pi_theta / pi_sampler to [0.8, 6.0] and uses it, detached, as the weight of
     log pi_theta. TRL's CISPO only caps the ratio from above, at ``epsilon_high`` (an absolute
     ratio, not 1 + epsilon_high): ``epsilon_high = 6.0`` is the paper's upper threshold, and the
-    lower threshold 0.8 has no TRL counterpart. Leaving ``epsilon_high`` unset in TRL would cap
-    the ratio at ``epsilon`` = 0.2 and scale every CISPO gradient by 0.2, hence the explicit
-    default here. On CPU (no vLLM) the samples come from the model being trained, one optimizer
-    step per batch, so the ratio is exactly 1 and the cap never binds.
+    lower threshold 0.8 has no counterpart in TRL's CISPO. Leaving ``epsilon_high`` unset in TRL
+    would cap the ratio at ``epsilon`` = 0.2 and scale every CISPO gradient by 0.2, hence the
+    explicit default here. Without vLLM the samples come from the model being trained, one
+    optimizer step per batch, so the ratio is exactly 1 and the cap never binds; with vLLM the
+    sampler differs and both thresholds clip pi_theta / pi_sampler (``sampler_ratio_min``,
+    ``epsilon_high``; :func:`leagues.trainer.grpo_config`).
     """
 
     loss_type: str = field(default="cispo", metadata=_help("TRL loss: cispo (paper), grpo, ..."))
