@@ -331,7 +331,7 @@ def zero_advantage_groups(prompts: Sequence[Any], rewards: Sequence[float | None
         if reward is not None:
             groups[key].add(reward)
             scored[key] = scored.get(key, 0) + 1
-    return sum(len(values) <= 1 or scored[key] < 2 for key, values in groups.items())
+    return sum(len(values) <= 1 or scored.get(key, 0) < 2 for key, values in groups.items())
 
 
 def learner_reward(
