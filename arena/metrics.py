@@ -213,6 +213,9 @@ class Metric:
     groups: frozenset[str] = field(default_factory=frozenset)
     figure: int = 0
     """The paper's training-curve figure of the metric (0: none)."""
+    phase: int = 0
+    """The training phase whose story the metric tells (Sec 4.3): 1 cost-floor internalisation
+    (it falls), 2 concentrated closing, 3 surplus and rank-1 routing (they rise); 0: none."""
 
     def over(self, records: Iterable[EpisodeRecord]) -> Estimate:
         """The metric's estimate over the counted episodes where it applies."""
@@ -228,8 +231,9 @@ def _metric(
     *groups: str,
     deal_only: bool = False,
     figure: int = 0,
+    phase: int = 0,
 ) -> Metric:
-    return Metric(name, fn, header, short, reference, deal_only, frozenset(groups), figure)
+    return Metric(name, fn, header, short, reference, deal_only, frozenset(groups), figure, phase)
 
 
 _SELLER = (TABLE1, LEADERBOARD)
@@ -237,21 +241,24 @@ _LOGGED = (TABLE1, LEADERBOARD, TRAINING)
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        _metric("reward", episode_reward, "Reward", "Reward", "Sec 3.2, 4.1", *_SELLER, figure=4),
+        _metric("reward", episode_reward, "Reward", "Reward", "Sec 3.2, 4.1", *_SELLER, figure=4,
+                phase=2),
         _metric("surplus_extraction_ratio", episode_surplus_extraction_ratio,
                 "Seller Surplus Extraction Ratio", "Surplus Extr.", "Sec 4.1", *_LOGGED,
-                deal_only=True, figure=7),
+                deal_only=True, figure=7, phase=3),
         _metric("deal_rate", episode_deal, "Deal Rate", "Deal Rate", "Sec 4.1", *_LOGGED,
-                figure=6),
+                figure=6, phase=2),
         _metric("distinct_buyers_engaged", episode_distinct_buyers_engaged,
-                "Distinct Buyers Engaged", "", "Sec 4.1", *_LOGGED, figure=8),
+                "Distinct Buyers Engaged", "", "Sec 4.1", *_LOGGED, figure=8, phase=3),
         _metric("deal_on_top_buyer_rate", episode_deal_on_top_buyer, "Deal on Top Buyer Rate",
-                "Top Buyer", "Sec 4.1, 6.3", *_LOGGED, deal_only=True, figure=9),
+                "Top Buyer", "Sec 4.1, 6.3", *_LOGGED, deal_only=True, figure=9, phase=3),
         _metric("sell_below_cost_error_rate", episode_sold_below_cost,
-                "Sell-Below-Cost Error Rate", "Below Cost", "Sec 4.2", *_LOGGED, figure=5),
+                "Sell-Below-Cost Error Rate", "Below Cost", "Sec 4.2", *_LOGGED, figure=5,
+                phase=1),
         _metric("sell_above_cost_accuracy", episode_sold_above_cost, "Sell-Above-Cost Accuracy",
                 "", "Sec 4.2, Fig. 3", LEADERBOARD),
-        _metric("violation_rate", episode_violation, "Violation Rate", "", "Sec 3.2"),
+        _metric("violation_rate", episode_violation, "Violation Rate", "", "Sec 3.2", TRAINING,
+                phase=1),
         _metric("first_offer_full_rank_match", episode_first_offer_full_rank_match,
                 "First-Offer Full Rank Match", "", "Sec 13.1, Table 11"),
         _metric("first_offer_top1_match", episode_first_offer_top1_match,

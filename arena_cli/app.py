@@ -24,6 +24,7 @@ from arena_cli.play import play, show_transcript
 from arena_cli.replay import replay_command
 from arena_cli.results import ratings, report
 from arena_cli.runs import league_run, tournament_run
+from arena_cli.serve import serve
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -44,6 +45,7 @@ app.command("episodes")(episodes_command)
 app.command("replay")(replay_command)
 tournament_app.command("run")(tournament_run)
 league_app.command("run")(league_run)
+app.command()(serve)
 
 __all__ = ["app", "main", "show_transcript"]
 

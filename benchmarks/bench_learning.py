@@ -113,10 +113,12 @@ def plot_curves(steps: list[dict[str, Any]], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(16, 7), dpi=100)
+    fig = Figure(figsize=(16, 3.5 * ((len(CURVES) + 3) // 4)), dpi=100)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 4)
-    for ax, (column, title) in zip(axes.flat, CURVES, strict=True):
+    axes = fig.subplots((len(CURVES) + 3) // 4, 4)
+    for ax in axes.flat[len(CURVES) :]:
+        ax.set_axis_off()
+    for ax, (column, title) in zip(axes.flat, CURVES, strict=False):
         points = [(s["league_step"], s[column]) for s in steps if s[column] is not None]
         if points:
             xs, ys = zip(*points, strict=True)

@@ -103,6 +103,7 @@ def first_prompts(folder: Path, count: int) -> list[list[int]]:
     from arena.catalog import load_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenario
+    from leagues.generators import Context
     from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
     from leagues.streams import ChatFormat
     from leagues.trainer import load_chat_tokenizer
@@ -117,8 +118,8 @@ def first_prompts(folder: Path, count: int) -> list[list[int]]:
         for i in range(count)
     ]
 
-    def stop(streams: list[list[int]], seed: int) -> list[tuple[list[int], list[float]]]:
-        return [([tokenizer.eos_token_id], [0.0]) for _ in streams]
+    def stop(contexts: list[Context], seed: int) -> list[tuple[list[int], list[float]]]:
+        return [([tokenizer.eos_token_id], [0.0]) for _ in contexts]
 
     policy = Policy("hf:benchmark", ChatFormat(tokenizer), stop, 1, 1 << 30)
     return [r.streams["seller"].prompt_ids for r in play_rollouts(rows, market, policy, 0)]
@@ -143,7 +144,7 @@ def generation_throughput(folder: Path, args: argparse.Namespace, use_vllm: bool
         import torch
         from transformers import AutoModelForCausalLM
 
-        from leagues.generators import HFGenerator
+        from leagues.generators import Context, HFGenerator
         from leagues.trainer import load_chat_tokenizer
 
         tokenizer = load_chat_tokenizer(folder)
@@ -151,10 +152,11 @@ def generation_throughput(folder: Path, args: argparse.Namespace, use_vllm: bool
             AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).cuda().eval()
         )
         generate = HFGenerator(model, tokenizer, 1.0, 1.0, args.max_new_tokens, chunk=64)
-        generate(prompts[:8], 0)  # warm-up
+        contexts = [Context(p, (), key) for key, p in enumerate(prompts)]
+        generate(contexts[:8], 0)  # warm-up
         torch.cuda.synchronize()
         start = time.perf_counter()
-        replies = generate(prompts, 1)
+        replies = generate(contexts, 1)
         torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         tokens = sum(len(ids) for ids, _ in replies)

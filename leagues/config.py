@@ -70,10 +70,12 @@ class TrainConfig:
     importance ratio pi_theta / pi_sampler to [0.8, 6.0] and uses it, detached, as the weight of
     log pi_theta. TRL's CISPO only caps the ratio from above, at ``epsilon_high`` (an absolute
     ratio, not 1 + epsilon_high): ``epsilon_high = 6.0`` is the paper's upper threshold, and the
-    lower threshold 0.8 has no TRL counterpart. Leaving ``epsilon_high`` unset in TRL would cap
-    the ratio at ``epsilon`` = 0.2 and scale every CISPO gradient by 0.2, hence the explicit
-    default here. On CPU (no vLLM) the samples come from the model being trained, one optimizer
-    step per batch, so the ratio is exactly 1 and the cap never binds.
+    lower threshold 0.8 has no counterpart in TRL's CISPO. Leaving ``epsilon_high`` unset in TRL
+    would cap the ratio at ``epsilon`` = 0.2 and scale every CISPO gradient by 0.2, hence the
+    explicit default here. Without vLLM the samples come from the model being trained, one
+    optimizer step per batch, so the ratio is exactly 1 and the cap never binds; with vLLM the
+    sampler differs and both thresholds clip pi_theta / pi_sampler (``sampler_ratio_min``,
+    ``epsilon_high``; :func:`leagues.trainer.grpo_config`).
     """
 
     loss_type: str = field(default="cispo", metadata=_help("TRL loss: cispo (paper), grpo, ..."))
@@ -138,11 +140,11 @@ class TrainConfig:
         default="auto", metadata=_help("auto (float32 on cpu, bfloat16 on cuda) or a dtype name.")
     )
     use_vllm: bool = field(
-        default=False, metadata=_help("Generate with TRL's vLLM integration (GPU only).")
+        default=False, metadata=_help("Sample with TRL's vLLM integration (GPU; CPU: colocate).")
     )
     vllm_mode: str = field(default="colocate", metadata=_help("vLLM mode: colocate or server."))
     vllm_gpu_memory_utilization: float = field(
-        default=0.3, metadata=_help("colocate: share of GPU memory vLLM may take.")
+        default=0.3, metadata=_help("colocate: share of GPU memory vLLM may take (CPU: 1 GiB).")
     )
     vllm_server_base_url: str = field(
         default="", metadata=_help("server: URL of `trl vllm-serve`, e.g. http://127.0.0.1:8000.")
@@ -159,6 +161,27 @@ class TrainConfig:
         metadata=_help(
             "Also log every step's metrics to: tensorboard, wandb (offline), trackio (local); "
             "files under <league folder>/logs/, nothing sent over the network."
+        ),
+    )
+    vllm_dtype: str = field(
+        default="auto",
+        metadata=_help(
+            "colocate: the sampler's dtype; auto: the trainer's (float32 on CPU). A lower one "
+            "than the trainer's (bfloat16) makes a larger sampler/trainer mismatch."
+        ),
+    )
+    sampler_ratio_min: float = field(
+        default=0.8,
+        metadata=_help(
+            "cispo with use_vllm: lower clip of the per-token ratio p_trainer / p_sampler (paper: "
+            "0.8); the upper clip is epsilon_high (TRL's vLLM importance-sampling correction)."
+        ),
+    )
+    rollout_kv_cache_mib: int = field(
+        default=1024,
+        metadata=_help(
+            "hf sampler: MiB of learner streams' KV kept between turns within a rollout, so a "
+            "turn prefills only its new tokens (exact); 0: every turn prefills its whole stream."
         ),
     )
 
@@ -182,7 +205,7 @@ class TrainConfig:
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide batch_size="
                 f"{self.batch_size}"
             )
-        for name in ("max_episode_tokens", "vllm_max_model_length"):
+        for name in ("max_episode_tokens", "vllm_max_model_length", "rollout_kv_cache_mib"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{where}.{name} must be an integer >= 0 (0: the model's context)")
@@ -212,8 +235,15 @@ class TrainConfig:
                 )
         if len(set(self.report_to)) != len(self.report_to):
             raise ValueError(f"{where}.report_to names a logger twice: {list(self.report_to)}")
-        if self.use_vllm and self.device == "cpu":
-            raise ValueError(f"{where}.use_vllm needs a GPU; set device = 'cuda' or 'auto'")
+        if self.use_vllm and self.vllm_mode == "server" and self.device == "cpu":
+            raise ValueError(
+                f"{where}: vllm_mode = 'server' syncs weights over NCCL, which needs a GPU; on CPU "
+                "use vllm_mode = 'colocate'"
+            )
+        if self.vllm_dtype not in DTYPES:
+            raise ValueError(f"{where}.vllm_dtype must be one of {', '.join(DTYPES)}")
+        if not 0 < self.sampler_ratio_min < 1:
+            raise ValueError(f"{where}.sampler_ratio_min must lie in (0, 1) (paper: 0.8)")
 
     @property
     def scenarios_per_step(self) -> int:

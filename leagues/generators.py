@@ -1,22 +1,74 @@
-"""The learner's samplers: token streams in, sampled reply tokens and their logprobs out.
+"""The learner's samplers: learner streams in, sampled reply tokens and their logprobs out.
 
-A generator is ``(streams, seed) -> [(new token ids, sampling logprobs), ...]``, one pair per
-stream (:data:`Generate`). Both stop a reply at the tokens of
-:func:`agents.backends.hf_backend.stop_token_ids` (the model's eos ids, the tokenizer's eos, the
+A generator is ``(contexts, seed) -> [(new token ids, sampling logprobs), ...]``, one pair per
+:class:`Context` (:data:`Generate`). A context is a learner seat's token stream so far, where its
+earlier turns' prompts ended, and the stream's identity. Both generators stop a reply at the tokens
+of :func:`agents.backends.hf_backend.stop_token_ids` (the model's eos ids, the tokenizer's eos, the
 chat template's end-of-turn token), the definition the ``hf`` back-end uses to end the same
 checkpoint's replies in evaluation, so training and evaluation stop on the same tokens.
+
+**HF** (:class:`HFGenerator`, CPU or a GPU without vLLM): the project's decoding loop
+(:mod:`agents.backends.hf_decode`) on the model being trained. Each row samples from its own numpy
+generator seeded from the call's seed and the row's place, and returns the log-probability of each
+token under the distribution it was drawn from (temperature, nucleus): what TRL recomputes.
+
+*KV reuse between turns.* A learner's context at turn ``k`` is its context at turn ``k - 1`` plus
+its reply and the glue to the next prompt. The generator keeps each stream's prefill KV cache (one
+rollout long, within ``kv_cache_bytes``) and prefills only the new tokens. It is exact: a context
+is always prefilled in segments that end where the stream's earlier contexts ended
+(``Context.ends``), with or without a cache, so a cache hit skips segments computed with the same
+tokens, segments and arithmetic (the argument of :mod:`agents.backends.kv_reuse`); only prefill KV
+is kept, never KV written while decoding a padded batch. A cache lives for one ``rollout_func``
+call: the weights change at every optimizer step.
+
+**vLLM** (:class:`VLLMGenerator`): TRL's vLLM integration, whose weights TRL syncs with the model
+being trained before each rollout. Colocated, every request gets its own seed (from the call's
+seed and the row's place, as above) so a rollout is reproducible; a server samples unseeded. vLLM
+reuses prompts through its own prefix cache.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from agents.backends.hf_backend import stop_token_ids
+import numpy as np
 
-Generate = Callable[[list[list[int]], int], list[tuple[list[int], list[float]]]]
-"""(token streams, seed) -> one (new token ids, their sampling logprobs) per stream."""
+from agents.backends.hf_backend import stop_token_ids
+from agents.backends.hf_decode import (
+    Layers,
+    RowSampling,
+    cache_arg,
+    cache_from_layers,
+    cache_layers,
+    decode,
+    prefill,
+)
+from agents.backends.kv_reuse import ConversationCache, kv_nbytes
+
+
+@dataclass(frozen=True)
+class Context:
+    """A learner stream to continue."""
+
+    ids: list[int]
+    """The stream's tokens so far (prompt, replies and glue), ending with a generation prompt."""
+    ends: tuple[int, ...]
+    """Lengths of the stream's earlier contexts: where its earlier turns' prompts ended."""
+    key: int
+    """The stream's identity within one rollout (its KV cache's key)."""
+
+
+Sample = tuple[list[int], list[float]]
+Generate = Callable[[list[Context], int], list[Sample]]
+"""(contexts, seed) -> one (new token ids, their sampling logprobs) per context."""
+
+
+def row_seed(seed: int, row: int) -> int:
+    """The sampling seed of row ``row`` of a generator call seeded ``seed``."""
+    return int(np.random.SeedSequence([seed, row]).generate_state(1)[0]) & 0x7FFFFFFF
 
 
 def learner_stop_ids(model: Any, tokenizer: Any) -> frozenset[int]:
@@ -25,9 +77,7 @@ def learner_stop_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     return stop_token_ids(eos, tokenizer)
 
 
-def cut_at_stop(
-    ids: list[int], logprobs: list[float], stops: frozenset[int]
-) -> tuple[list[int], list[float]]:
+def cut_at_stop(ids: list[int], logprobs: list[float], stops: frozenset[int]) -> Sample:
     """The reply up to and including its first stop token (all of it when there is none)."""
     length = next((i + 1 for i, t in enumerate(ids) if t in stops), len(ids))
     return ids[:length], logprobs[:length]
@@ -45,8 +95,18 @@ def eval_mode(model: Any) -> Iterator[Any]:
             model.train()
 
 
+@dataclass(frozen=True)
+class StreamPrompt:
+    """A stream's last prefilled context: its tokens and their KV cache."""
+
+    ids: tuple[int, ...]
+    layers: Layers
+    nbytes: int
+
+
 class HFGenerator:
-    """Sampling with the model's own ``generate`` (CPU, or GPU without vLLM), in chunks."""
+    """Sampling with the project's decoding loop, ``chunk`` rows decoded together, each stream's
+    KV kept between its turns (module docstring)."""
 
     def __init__(
         self,
@@ -56,79 +116,129 @@ class HFGenerator:
         top_p: float,
         max_new_tokens: int,
         chunk: int,
+        kv_cache_bytes: int = 0,
     ) -> None:
         self.model = model
-        self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_tokens = max_new_tokens
+        self.sampling = RowSampling(temperature, top_p, max_new_tokens)
         self.chunk = chunk
         self.stop_ids = learner_stop_ids(model, tokenizer)
+        self.cache: ConversationCache[StreamPrompt] = ConversationCache(kv_cache_bytes)
+        self.arg = cache_arg(model)
+        self.prefilled = 0
+        """Context tokens prefilled so far (the rest came from the cache)."""
+        self.reused = 0
+        """Context tokens whose KV came from the cache."""
 
-    def __call__(self, streams: list[list[int]], seed: int) -> list[tuple[list[int], list[float]]]:
-        out: list[tuple[list[int], list[float]]] = []
-        for start in range(0, len(streams), self.chunk):
-            out.extend(self._generate(streams[start : start + self.chunk], seed + start))
-        return out
-
-    def _generate(self, streams: list[list[int]], seed: int) -> list[tuple[list[int], list[float]]]:
+    def __call__(self, contexts: list[Context], seed: int) -> list[Sample]:
         import torch
 
-        pad = self.tokenizer.pad_token_id
-        if pad is None:
-            pad = self.tokenizer.eos_token_id
-        width = max(len(s) for s in streams)
-        device = self.model.device
-        input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in streams], device=device)
-        attention = torch.tensor(
-            [[0] * (width - len(s)) + [1] * len(s) for s in streams], device=device
-        )
-        devices = [device.index or 0] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            torch.manual_seed(seed)
-            output = self.model.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
-                do_sample=True,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                top_k=0,
-                max_new_tokens=self.max_new_tokens,
-                pad_token_id=pad,
-                eos_token_id=sorted(self.stop_ids),
-                return_dict_in_generate=True,
-                output_scores=True,
-            )
-        new = output.sequences[:, width:]
-        steps = torch.stack(output.scores, dim=1).float().log_softmax(dim=-1)
-        chosen = steps.gather(-1, new.unsqueeze(-1)).squeeze(-1)
-        return [
-            cut_at_stop(row, logps, self.stop_ids)
-            for row, logps in zip(new.tolist(), chosen.tolist(), strict=True)
-        ]
+        out: list[Sample] = []
+        with torch.inference_mode():
+            for start in range(0, len(contexts), self.chunk):
+                part = contexts[start : start + self.chunk]
+                rngs = [np.random.default_rng(row_seed(seed, start + i)) for i in range(len(part))]
+                caches, logits = zip(*(self._prefill(context) for context in part), strict=True)
+                tokens, logprobs = decode(
+                    self.model,
+                    caches,
+                    logits,
+                    [self.sampling] * len(part),
+                    rngs,
+                    self.stop_ids,
+                    self.arg,
+                    logprobs=True,
+                )
+                out.extend(
+                    cut_at_stop(ids, lps, self.stop_ids)
+                    for ids, lps in zip(tokens, logprobs, strict=True)
+                )
+        return out
+
+    def _prefill(self, context: Context) -> tuple[Any, Any]:
+        """(KV cache, last logits) of a context, continuing its stream's cached prefill when the
+        context extends it at one of its segment ends."""
+        ids = context.ids
+        ends = [*sorted(e for e in set(context.ends) if 0 < e < len(ids)), len(ids)]
+        entry = self.cache.get(context.key) if self.cache.budget else None
+        past, done = None, 0
+        if (
+            entry is not None
+            and len(entry.ids) in ends[:-1]
+            and tuple(ids[: len(entry.ids)]) == entry.ids
+        ):
+            past = cache_from_layers(entry.layers, self.model.config)
+            done = len(entry.ids)
+        past, logits = prefill(self.model, ids, ends, self.arg, past, done)
+        self.prefilled += len(ids) - done
+        self.reused += done
+        if self.cache.budget:
+            layers = cache_layers(past)
+            self.cache.put(context.key, StreamPrompt(tuple(ids), layers, kv_nbytes(layers)))
+        return past, logits
 
 
 class VLLMGenerator:
     """Sampling through TRL's vLLM integration (colocate or server mode), with vLLM logprobs.
 
-    ``trainer.vllm_generation`` samples with the trainer's temperature, top_p and
-    ``max_completion_length`` (set to the per-turn limit), and keeps its weights in sync with the
-    model being trained (TRL syncs before each ``rollout_func`` call).
+    ``trainer.vllm_generation`` holds the engine (colocate) or the client (server), the sampling
+    settings (the trainer's temperature, top_p and ``max_completion_length``, set to the per-turn
+    limit) and keeps the weights in sync with the model being trained (TRL syncs before each
+    ``rollout_func`` call).
     """
 
     def __init__(self, trainer: Any, tokenizer: Any) -> None:
-        self.trainer = trainer
+        self.generation = trainer.vllm_generation
         self.stop_ids = learner_stop_ids(trainer.model, tokenizer)
 
-    def __call__(self, streams: list[list[int]], seed: int) -> list[tuple[list[int], list[float]]]:
-        generation = self.trainer.vllm_generation
-        _, completion_ids, logprobs, _ = generation.generate(
-            prompts=streams, images=None, num_generations=1
+    def __call__(self, contexts: list[Context], seed: int) -> list[Sample]:
+        prompts = [list(context.ids) for context in contexts]
+        if self.generation.mode == "colocate":
+            pairs = self._colocated(prompts, seed)
+        else:
+            _, ids, logprobs, _ = self.generation.generate(
+                prompts=prompts, images=None, num_generations=1
+            )
+            if logprobs is None:
+                logprobs = [[[float("nan")]] * len(row) for row in ids]
+            pairs = [
+                (list(row), [_number(lp[0] if lp else None) for lp in lps])
+                for row, lps in zip(ids, logprobs, strict=True)
+            ]
+        return [cut_at_stop(ids, lps, self.stop_ids) for ids, lps in pairs]
+
+    def _colocated(self, prompts: Sequence[list[int]], seed: int) -> list[Sample]:
+        """One engine call, every request with its own seed, TRL's sampling settings."""
+        from vllm import SamplingParams
+
+        g = self.generation
+        settings = {
+            "n": 1,
+            "repetition_penalty": g.repetition_penalty,
+            "temperature": g.temperature,
+            "top_p": g.top_p,
+            "top_k": g.top_k,
+            "min_p": 0.0 if g.min_p is None else g.min_p,
+            "max_tokens": g.max_completion_length,
+            "logprobs": 0,
+            **g.generation_kwargs,
+        }
+        params = [
+            SamplingParams(**{**settings, "seed": row_seed(seed, row)})
+            for row in range(len(prompts))
+        ]
+        outputs = g.llm.generate(
+            [{"prompt_token_ids": ids} for ids in prompts], sampling_params=params, use_tqdm=False
         )
-        if logprobs is None:
-            logprobs = [[[0.0]] * len(ids) for ids in completion_ids]
-        results = []
-        for ids, logps in zip(completion_ids, logprobs, strict=True):
-            flat = [float("nan") if lp is None or lp[0] is None else float(lp[0]) for lp in logps]
-            results.append(cut_at_stop(list(ids), flat, self.stop_ids))
-        return results
+        pairs = []
+        for output in outputs:
+            sample = output.outputs[0]
+            ids = list(sample.token_ids)
+            steps = sample.logprobs or [{}] * len(ids)
+            chosen = [getattr(lp.get(t), "logprob", None) for t, lp in zip(ids, steps, strict=True)]
+            pairs.append((ids, [_number(lp) for lp in chosen]))
+        return pairs
+
+
+def _number(value: float | None) -> float:
+    """A logprob, NaN where vLLM has none (TRL then leaves that token's ratio at 1)."""
+    return float("nan") if value is None else float(value)

@@ -15,9 +15,10 @@ finished stage in ``league_generations`` (:mod:`leagues.state`) with the generat
    adapter (the side's latest checkpoint; none for the first), each scenario of the generation's
    training slice against one opponent drawn from the mixture (:mod:`leagues.plan`), per-step
    metrics into ``training_steps`` (:mod:`leagues.trainer`).
-3. ``registered``: the adapter (and, for the hf back-end, which loads no LoRA, a merged copy)
-   registered in the store's ``agents`` table with its lineage: parent, side (the role),
-   generation, step and the league's config hash.
+3. ``registered``: the adapter registered in the store's ``agents`` table as
+   ``hf:<base>?lora=<adapter>`` (``vllm:`` with ``use_vllm``) with its lineage: parent, side (the
+   role), generation, step and the league's config hash. No merged copy is written: every
+   checkpoint is served over the one base model (:func:`leagues.plan.model_spec`).
 4. ``evaluated`` (grow the meta-game): a tournament of the checkpoint against every member of
    the other side on the held-out evaluation scenarios, through the tournament runner
    (:func:`tournaments.runner.run_tournament`); storing its episodes updates the payoff table.
@@ -49,10 +50,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.backends import close_backends
+from agents.backends import close_backends, open_backends
+from leagues.colocate import check_sampler_model
 from leagues.config import LeagueConfig
 from leagues.metagame import opponent_mixture, other, population
-from leagues.models import prepare_base_model
+from leagues.models import ensure_tiny_model, prepare_base_model, resolve_model_path
 from leagues.plan import (
     GenerationPlan,
     check_splits,
@@ -72,7 +74,7 @@ from leagues.state import (
     store_ratings,
 )
 from leagues.summary import LeagueSummary, summarize
-from leagues.trainer import TrainJob, check_reporters, merge_adapter, train_learner
+from leagues.trainer import TrainJob, check_reporters, resolve_device, train_learner
 from tournaments.config import TournamentConfig
 from tournaments.leaderboard import default_anchor, leaderboard
 from tournaments.lock import writer_lock
@@ -227,10 +229,7 @@ class LeagueRun:
         config = self.config
         folder = self.folder / f"gen-{g:03d}-{plan.side}"
         adapter = folder / "adapter"
-        if config.learner.train.use_vllm:
-            spec = model_spec(config, self.base, adapter)
-        else:
-            spec = model_spec(config, merge_adapter(self.base, adapter, folder / "merged"))
+        spec = model_spec(config, self.base, adapter)
         roles = ("seller", "buyer") if plan.side == "self-play" else (plan.side,)
         step = g * config.learner.steps_per_generation
         lineage = {"generation": g, "step": step, "config_hash": config.config_hash()}
@@ -266,6 +265,14 @@ class LeagueRun:
             summary = run_tournament(
                 tournament, self.store, workers=1, progress=False, chunk_size=EVAL_CHUNK
             )
+            for backend in open_backends():
+                # Checkpoints are adapters over the base model: one load serves all of them.
+                adapters = len(getattr(backend, "adapters", ()))
+                stats = backend.stats
+                self.log(
+                    f"{tournament.name}: {backend.key}: {stats.model_loads} model load(s), "
+                    f"{adapters} adapter(s), {stats.requests} requests"
+                )
         finally:
             close_backends()
         self.log(f"{tournament.name}: {summary.played} episodes played, {summary.skipped} stored")
@@ -295,6 +302,14 @@ class LeagueRun:
         return plan
 
 
+def prepare_vllm_tiny_model(config: LeagueConfig, folder: Path) -> None:
+    """With ``use_vllm``, the tiny model is built with 2 attention heads (head size 32, which
+    vLLM's CPU kernels accept; the default 4 make 16) before the league would build its own."""
+    path, buildable = resolve_model_path(config, folder)
+    if buildable and not (path / "config.json").is_file():
+        ensure_tiny_model(path, config.seed, heads=2)
+
+
 def run_league(
     config: LeagueConfig, db_path: str | Path, log: Log = _stderr, report: bool = True
 ) -> LeagueSummary:
@@ -317,7 +332,11 @@ def run_league(
 
             torch.set_num_threads(config.cpu_threads)
         register_league(store, config)
+        if config.learner.train.use_vllm:
+            prepare_vllm_tiny_model(config, folder)
         base = prepare_base_model(config, folder, log)
+        if config.learner.train.use_vllm:
+            check_sampler_model(base, resolve_device(config.learner.train)[0] == "cpu")
         run = LeagueRun(config, store, folder, base, log)
         run.label_all()
         run.setup()

@@ -59,16 +59,23 @@ class GenerationPlan:
 
 
 def model_spec(config: LeagueConfig, model: Path, adapter: Path | None = None) -> str:
-    """The agent spec that evaluates a model folder (or base + LoRA adapter on vLLM)."""
+    """The agent spec that evaluates a model folder, or a LoRA adapter over it.
+
+    Every checkpoint of a league is ``lora=<adapter>`` over the one base model, so all of them
+    share the base model's back-end: one model load however many checkpoints a tournament holds
+    (``vllm:`` with ``use_vllm``, else ``hf:``). Leagues stored before adapters were served
+    directly name their hf checkpoints by merged copies (``hf:<gen>/merged?...``); those specs
+    are read back from the stored plans and keep working.
+    """
     learner = config.learner
     tokens = learner.train.max_new_tokens
+    lora = "" if adapter is None else f"lora={adapter}&"
     if learner.train.use_vllm:
-        lora = "" if adapter is None else f"lora={adapter}&"
         return f"vllm:{model}?{lora}max_tokens={tokens}"
     # seed=none: evaluation samples are not tied to per-request seeds. The hf back-end batches
     # seeded and unseeded requests alike; the flag is kept because it is part of every stored
     # checkpoint's spec (changing it would rename the checkpoints of existing leagues).
-    return f"hf:{model}?batch_size={learner.eval_batch_size}&seed=none&max_tokens={tokens}"
+    return f"hf:{model}?{lora}batch_size={learner.eval_batch_size}&seed=none&max_tokens={tokens}"
 
 
 def check_splits(config: LeagueConfig) -> None:

@@ -43,11 +43,14 @@ from arena.game import Market
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario
 from arena.seats import SELLER, buyer_index, seat_slot
-from leagues.generators import Generate
+from leagues.generators import Context, Generate, Sample
 from leagues.streams import ChatFormat, Stream
 
 LEARNER = "learner"
 """Seat marker: this seat is played by the model being trained."""
+
+ZERO_ADVANTAGE = "zero_advantage_groups"
+"""Logged per step: the batch's GRPO groups whose rewards are all equal (they train nothing)."""
 
 
 @dataclass(frozen=True)
@@ -134,14 +137,20 @@ class PolicyBatcher:
         self.seed = seed
         self.key = f"learner:{policy.spec}"
         self.rounds = 0
+        self.streams = 0
 
-    def generate(self, streams: Sequence[list[int]]) -> list[tuple[list[int], list[float]]]:
+    def new_stream(self) -> int:
+        """A key for a new learner stream, unique within the rollout."""
+        self.streams += 1
+        return self.streams
+
+    def generate(self, contexts: Sequence[Context]) -> list[Sample]:
         state = np.random.SeedSequence([self.seed, self.rounds]).generate_state(1)[0]
         self.rounds += 1
-        replies = self.policy.generate(list(streams), int(state) & 0x7FFFFFFF)
-        if len(replies) != len(streams):
+        replies = self.policy.generate(list(contexts), int(state) & 0x7FFFFFFF)
+        if len(replies) != len(contexts):
             raise RuntimeError(
-                f"the generator returned {len(replies)} replies for {len(streams)} prompts"
+                f"the generator returned {len(replies)} replies for {len(contexts)} prompts"
             )
         return replies
 
@@ -155,6 +164,7 @@ class Learner:
         self.batcher = batcher
         self.spec = policy.spec
         self.stream = Stream()
+        self.key = 0
         self.agent: LLMAgent | None = None
         self.context: EpisodeContext | None = None
 
@@ -164,8 +174,9 @@ class Learner:
         self.agent.reset(context)
         self.context = context
         self.stream = Stream()
+        self.key = self.batcher.new_stream()
 
-    def request(self, view: View) -> list[int] | Reply:
+    def request(self, view: View) -> Context | Reply:
         """This turn's prompt (or the glue since the last reply) on the stream, which the
         batcher continues; an error reply when the episode would outgrow
         ``max_episode_tokens`` (it ends as an error and carries no gradient)."""
@@ -182,9 +193,11 @@ class Learner:
             return Reply("", error=f"the episode would need {needed} tokens, more than "
                          f"max_episode_tokens={self.policy.max_episode_tokens}")  # fmt: skip
         stream.add(addition, None, trained=False)
-        return stream.context
+        context = Context(stream.context, tuple(stream.ends), self.key)
+        stream.ends.append(len(context.ids))
+        return context
 
-    def reply(self, answer: tuple[list[int], list[float]]) -> Reply:
+    def reply(self, answer: Sample) -> Reply:
         """The sampled reply on the stream, in the agent's history and on to the market."""
         assert self.agent is not None
         ids, logprobs = answer
@@ -306,6 +319,21 @@ def batch_means(
     return means
 
 
+def zero_advantage_groups(prompts: Sequence[Any], rewards: Sequence[float | None]) -> int:
+    """GRPO groups (entries with the same dataset prompt) that train nothing: all their scored
+    rewards are equal, or fewer than two are scored (errored episodes carry no reward). TRL's
+    advantage is then 0 for every member, and so is the group's gradient."""
+    groups: dict[Any, set[float]] = {}
+    scored: dict[Any, int] = {}
+    for prompt, reward in zip(prompts, rewards, strict=True):
+        key = str(prompt)
+        groups.setdefault(key, set())
+        if reward is not None:
+            groups[key].add(reward)
+            scored[key] = scored.get(key, 0) + 1
+    return sum(len(values) <= 1 or scored.get(key, 0) < 2 for key, values in groups.items())
+
+
 def learner_reward(
     prompts: list[Any],
     completions: list[Any],
@@ -316,11 +344,14 @@ def learner_reward(
 ) -> list[float | None]:
     """TRL reward function: the learner's verifiable reward, carried by the rollout.
 
-    Logs the training metrics of the batch's distinct episodes through TRL's ``log_metric``.
+    Logs, through TRL's ``log_metric``, the training metrics of the batch's distinct episodes
+    and ``zero_advantage_groups``: the batch's groups with nothing to learn from (on several
+    processes, the mean over processes of each one's count).
     """
     if log_metric is not None:
         names = [m.name for m in metrics.group(metrics.TRAINING)]
         columns = {name: metrics_columns[name] for name in names if name in metrics_columns}
         for name, value in batch_means(episode, columns).items():
             log_metric(name, value)
+        log_metric(ZERO_ADVANTAGE, float(zero_advantage_groups(prompts, learner_reward)))
     return list(learner_reward)

@@ -18,6 +18,7 @@ from arena import metrics, settings
 from arena.records import EpisodeRecord
 from leagues.config import LeagueConfig, without_loggers
 from leagues.plan import GenerationPlan
+from leagues.rollout import ZERO_ADVANTAGE
 from tournaments.store import Store
 
 STAGES = ("sampled", "trained", "registered", "evaluated", "rated")
@@ -29,9 +30,13 @@ STEP_METRICS: tuple[tuple[str, str], ...] = (
     ("loss", "loss"),
     ("entropy", "entropy"),
     ("step_time", "seconds"),
+    (ZERO_ADVANTAGE, ZERO_ADVANTAGE),
+    ("sampling/sampling_logp_difference/mean", "sampler_logp_diff"),
 )
 """(TRL log key, training_steps column) stored for every optimizer step: the reward, the
-registry's training metrics, the loss, the entropy and the step time."""
+registry's training metrics, the loss, the entropy, the step time, the GRPO groups with equal
+rewards (:func:`leagues.rollout.zero_advantage_groups`) and, with vLLM, the mean absolute
+difference between the sampler's and the trainer's token logprobs."""
 
 CLIP_KEYS = ("cispo_clip_ratio", "clip_ratio/region_mean")
 """TRL's clip-ratio log key: CISPO's, or the PPO-style losses'."""

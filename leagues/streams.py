@@ -34,6 +34,8 @@ class Stream:
     env_mask: list[int] = field(default_factory=list)
     replies: list[str] = field(default_factory=list)
     """The learner's turns as decoded text, in order."""
+    ends: list[int] = field(default_factory=list)
+    """Length of the context each turn's reply was sampled from (its prompt), in order."""
 
     @property
     def context(self) -> list[int]:

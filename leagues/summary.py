@@ -31,10 +31,13 @@ class LeagueSummary:
     def __rich__(self) -> Any:
         # Names, specs and paths are shown verbatim (Text), never read as rich markup.
         gens = Table(title=Text(f"league {self.name}: generations"))
-        for header in ("gen", "side", "checkpoint", "parent", "opponents", "train reward"):
+        headers = ("gen", "side", "checkpoint", "parent", "opponents", "train reward",
+                   "zero-advantage groups")  # fmt: skip
+        for header in headers:
             gens.add_column(header)
         for row in self.generations:
-            keys = ("generation", "side", "label", "parent", "opponents", "train_reward")
+            keys = ("generation", "side", "label", "parent", "opponents", "train_reward",
+                    "zero_advantage")  # fmt: skip
             gens.add_row(*(Text(str(row[key])) for key in keys))
         board = Table(title="ratings after the last generation (Bradley-Terry, 95% interval)")
         for header in ("role", "agent", "rating", "interval", "episodes", "mean reward"):
@@ -73,11 +76,14 @@ def summarize(
 ) -> LeagueSummary:
     """The summary of everything stored for the league."""
     steps = training_steps(store, config.name)
+    per_step = config.learner.train.scenarios_per_step
     rows = []
     for g, stage, plan in generations(store, config.name):
         if not 1 <= g <= config.generations:
             continue
-        rewards = [s["reward"] for s in steps if s["generation"] == g and s["reward"] is not None]
+        mine = [s for s in steps if s["generation"] == g]
+        rewards = [s["reward"] for s in mine if s["reward"] is not None]
+        zero = [s["zero_advantage_groups"] for s in mine if s["zero_advantage_groups"] is not None]
         mixture = ", ".join(
             f"{labels.get(spec, spec)}:{w:.2f}"
             for spec, w in zip(plan.opponents, plan.weights, strict=True)
@@ -90,6 +96,8 @@ def summarize(
                 "parent": plan.parent_label,
                 "opponents": mixture or "itself",
                 "train_reward": "-" if not rewards else f"{rewards[0]:+.3f} -> {rewards[-1]:+.3f}",
+                # Groups that trained nothing (equal rewards), of all the generation's groups.
+                "zero_advantage": "-" if not zero else f"{sum(zero):.0f}/{len(zero) * per_step}",
                 "stage": stage,
             }
         )

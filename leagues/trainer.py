@@ -6,10 +6,14 @@ defaults to CISPO with the paper's settings (:class:`leagues.config.TrainConfig`
 mapping of its clip pair onto TRL). The learner is a LoRA adapter (PEFT) on a local base model;
 a generation continues its parent's adapter.
 
-Generation: on CPU (or a GPU without vLLM) with the model's own ``generate``, inside TRL's
-``unwrap_model_for_generation`` with the model in eval mode; with ``use_vllm`` through TRL's vLLM
-integration (colocate: vLLM shares the training GPU; server: a ``trl vllm-serve`` process), whose
-weights TRL keeps in sync with the adapter being trained.
+Generation (:mod:`leagues.generators`): without vLLM by the project's decoding loop on the model
+being trained, inside TRL's ``unwrap_model_for_generation`` with the model in eval mode, each
+learner stream's KV kept between its turns; with ``use_vllm`` through TRL's vLLM integration
+(colocate: an engine in the training process, on a GPU or a CPU, :mod:`leagues.colocate`; server:
+a ``trl vllm-serve`` process on another GPU), whose weights TRL syncs with the adapter being
+trained before every step. With vLLM the sampler's logprobs differ from the trainer's; for CISPO
+the per-token ratio p_trainer / p_sampler is clipped to the paper's pair
+[``sampler_ratio_min``, ``epsilon_high``] (see :func:`grpo_config`).
 
 Resumable: the trainer checkpoints every ``save_steps`` steps into ``output_dir``; a new call
 with the same job resumes from the newest complete checkpoint (adapter, optimizer, scheduler, RNG
@@ -26,18 +30,29 @@ import os
 import shutil
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_backend import load_tokenizer, resolve_device_dtype
 from arena.config import MarketConfig
+from leagues.colocate import (
+    check_sampler_model,
+    engine_overrides,
+    engine_settings,
+    release_engine,
+    sync_by_reload,
+)
 from leagues.config import TrainConfig
 from leagues.generators import HFGenerator, VLLMGenerator, eval_mode
 from leagues.rollout import GroupRow, Policy, learner_reward, rollout_batch
 from leagues.streams import ChatFormat
+
+MIB = 2**20
 
 StepHook = Callable[[int, dict[str, float]], None]
 """Called after every optimizer step with (global step, TRL's logs for that step)."""
@@ -114,7 +129,14 @@ def resolve_device(train: TrainConfig) -> tuple[str, str]:
 
 
 def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
-    """TRL's GRPOConfig for the job (see the module docstring for the batch layout)."""
+    """TRL's GRPOConfig for the job (see the module docstring for the batch layout).
+
+    With vLLM and CISPO, TRL's importance-sampling correction multiplies each token's loss by
+    ``clamp(p_old / p_sampler, sampler_ratio_min, epsilon_high)`` (``token_truncate``), where
+    ``p_old`` is the trainer's recomputed probability; TRL's CISPO weight
+    ``min(p_theta / p_old, epsilon_high)`` is 1 at the one optimizer step per batch. Together:
+    the paper's (Tinker's) CISPO, ``-sg(clamp(p_theta / p_sampler, 0.8, 6.0)) * A * log p_theta``.
+    """
     from trl import GRPOConfig
 
     train = job.train
@@ -125,6 +147,12 @@ def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
             vllm_mode=train.vllm_mode,
             vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
         )
+        if train.loss_type == "cispo":
+            kwargs.update(
+                vllm_importance_sampling_mode="token_truncate",
+                vllm_importance_sampling_clip_min=train.sampler_ratio_min,
+                vllm_importance_sampling_clip_max=train.epsilon_high,
+            )
         if train.vllm_server_base_url:
             kwargs["vllm_server_base_url"] = train.vllm_server_base_url
         if train.vllm_max_model_length:
@@ -218,7 +246,12 @@ def load_policy_model(job: TrainJob, device: str, dtype: str) -> tuple[Any, Any]
     from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(str(job.base_model), dtype=getattr(torch, dtype))
+    # On CPU, a prefill segment after a stream's cached tokens runs as unmasked flash attention
+    # (agents.backends.hf_attention); everything else, training included, as SDPA.
+    attention = {"attn_implementation": register_attention()} if device == "cpu" else {}
+    base = AutoModelForCausalLM.from_pretrained(
+        str(job.base_model), dtype=getattr(torch, dtype), **attention
+    )
     if job.parent_adapter is not None:
         return PeftModel.from_pretrained(base, str(job.parent_adapter), is_trainable=True), None
     train = job.train
@@ -268,6 +301,7 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
                 train.top_p,
                 train.max_new_tokens,
                 train.micro_batch_size,
+                kv_cache_bytes=train.rollout_kv_cache_mib * MIB,
             )
             policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
             return rollout_batch(rows, job.market, policy, seed)
@@ -289,6 +323,10 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
 
     device, dtype = resolve_device(job.train)
     tokenizer = load_chat_tokenizer(job.base_model)
+    train = job.train
+    cpu = device == "cpu"
+    if train.use_vllm:
+        check_sampler_model(job.base_model, cpu)
     model, peft_config = load_policy_model(job, device, dtype)
     dataset = Dataset.from_dict({"prompt": [row.key for row in job.rows]})
 
@@ -299,7 +337,9 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
             if on_step is not None and logs and "reward" in logs:
                 on_step(int(state.global_step), dict(logs))
 
-    with warnings.catch_warnings():
+    colocated = train.use_vllm and train.vllm_mode == "colocate"
+    overrides = engine_overrides(train, dtype, cpu)
+    with warnings.catch_warnings(), engine_settings(overrides, cpu) if colocated else nullcontext():
         # rollout_func is what this module is built on; TRL warns that it is experimental.
         warnings.filterwarnings("ignore", message=".*'rollout_func'.*experimental")
         trainer = GRPOTrainer(
@@ -314,6 +354,8 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
         )
     # The step hook reports progress; the default printer would dump every log dict to stdout.
     trainer.remove_callback(PrinterCallback)
+    if colocated and cpu:
+        sync_by_reload(trainer.vllm_generation)
     return trainer
 
 
@@ -347,8 +389,11 @@ def train_learner(job: TrainJob, on_step: StepHook | None = None) -> Path:
     resume = last_checkpoint(job.output_dir)
     with logging_to(job):
         trainer = build_trainer(job, on_step)
-        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
-    save_atomically(job.adapter_dir, lambda tmp: _save_adapter(trainer, tmp))
+        try:
+            trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+            save_atomically(job.adapter_dir, lambda tmp: _save_adapter(trainer, tmp))
+        finally:
+            release_engine(trainer)
     return job.adapter_dir
 
 
@@ -369,26 +414,6 @@ def save_atomically(target: Path, write: Callable[[Path], None]) -> Path:
         shutil.rmtree(target)
     tmp.rename(target)
     return target
-
-
-def merge_adapter(base_model: Path, adapter: Path, out_dir: Path) -> Path:
-    """A standalone model folder: the base with the adapter merged in (PEFT merge_and_unload),
-    for back-ends that load plain model folders (the hf back-end has no LoRA loading)."""
-    if (out_dir / "config.json").is_file():
-        return out_dir
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    tokenizer = load_chat_tokenizer(base_model)
-    base = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
-
-    def write(folder: Path) -> None:
-        merged.save_pretrained(str(folder))
-        tokenizer.save_pretrained(str(folder))
-
-    return save_atomically(out_dir, write)
 
 
 def adapter_weights(adapter: Path) -> dict[str, Any]:

@@ -14,7 +14,8 @@
 * ``episodes.parent_id``, ``episodes.from_turn``: a counterfactual replay's parent episode and
   the turn it branched after (:mod:`tournaments.replay`); NULL for played episodes;
 * ``league_runs``, ``league_generations``, ``training_steps``, ``league_ratings``: a league's
-  settings, generation plans and stages, per-step training metrics and ratings per generation
+  settings, generation plans and stages, per-step training metrics (the registry's training
+  group, reward, loss, clip ratio, zero-advantage groups, sampler gap) and ratings per generation
   (:mod:`leagues.state`).
 
 An old database is upgraded by the migrations it lacks when it is opened
@@ -221,11 +222,19 @@ def _v4_replays_and_usage(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v5_training_story(db: sqlite_utils.Database) -> None:
+    """Version 5: per training step, the violation rate (the paper's Phase 1), the GRPO groups
+    with equal rewards (they train nothing) and the sampler/trainer logprob gap (vLLM)."""
+    for column in ("violation_rate", "zero_advantage_groups", "sampler_logp_diff"):
+        db.execute(f"ALTER TABLE training_steps ADD COLUMN {column} REAL")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_agent_lineage,
     _v3_leagues_and_payoffs,
     _v4_replays_and_usage,
+    _v5_training_story,
 ]
 """Migration ``i`` takes a database at schema version ``i`` to ``i + 1``. Append, never edit."""
 

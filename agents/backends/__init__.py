@@ -141,6 +141,13 @@ def end_conversations(backend: Any, conversations: Iterable[str]) -> None:
         forget(conversations)
 
 
+def open_backends() -> list[Backend]:
+    """The cached back-ends now open, one per (kind, model, back-end settings): each serves every
+    agent and adapter of its model (its ``stats.model_loads`` says how often it loaded it)."""
+    with _CACHE_LOCK:
+        return list(_CACHE.values())
+
+
 def close_backends() -> None:
     """Close and forget every cached back-end (end of a tournament, or between tests)."""
     with _CACHE_LOCK:
@@ -172,6 +179,7 @@ __all__ = [
     "close_backends",
     "end_conversations",
     "get_backend",
+    "open_backends",
     "sampling_from_params",
     "split_params",
 ]

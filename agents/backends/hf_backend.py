@@ -1,8 +1,9 @@
 """Local transformers back-end: chat template, a batched decoding loop, per-request seeds.
 
 Reproducibility rule: a request's text depends only on (model, prompt, sampling config), never on
-which other requests share its batch. The decoding loop is written here (not `model.generate`)
-so that every row keeps its own sampling settings and its own random stream:
+which other requests share its batch. The decoding loop is the project's own (``hf_decode``, also
+used by the GRPO learner's sampler; not `model.generate`) so that every row keeps its own sampling
+settings and its own random stream:
 
   * Prefill runs one prompt at a time, unpadded: a prompt's key/value cache and first-token
     logits are exactly what it gets alone. On CPU this costs nothing: prefill is compute-bound
@@ -34,7 +35,6 @@ of different adapters share prefill code, decode batches and memory. No merged c
 
 from __future__ import annotations
 
-import inspect
 import json
 import threading
 import time
@@ -55,7 +55,14 @@ from agents.backends.base import (
     parse_optional_int,
 )
 from agents.backends.hf_attention import register as register_attention
-from agents.backends.hf_decode import batch_cache, keep_rows, next_tokens
+from agents.backends.hf_decode import (
+    RowSampling,
+    cache_arg,
+    cache_from_layers,
+    cache_layers,
+    decode,
+    prefill,
+)
 from agents.backends.kv_reuse import (
     CachedPrompt,
     ConversationCache,
@@ -210,10 +217,9 @@ class HFBackend:
         """Adapter folder (absolute) -> its PEFT adapter name."""
         self._spellings: dict[str, str] = {}  # request.adapter as given -> absolute folder
         self.stop_ids = stop_token_ids(base.generation_config.eos_token_id, self.tokenizer)
-        # transformers 5 renamed the forward argument past_key_values to cache.
-        parameters = inspect.signature(base.forward).parameters
-        self._cache_arg = "cache" if "cache" in parameters else "past_key_values"
-        self.kv_cache = ConversationCache(config.kv_cache_mib * MIB)
+        self._cache_arg = cache_arg(base)
+        budget = config.kv_cache_mib * MIB
+        self.kv_cache: ConversationCache[CachedPrompt] = ConversationCache(budget)
         self._lock = threading.RLock()
         # Seeds for unseeded sampling: fresh entropy on purpose (see module docstring).
         self._rng = np.random.default_rng()
@@ -346,9 +352,6 @@ class HFBackend:
     def _prefill(self, ids: list[int], request: ChatRequest) -> tuple[Any, Any, int]:
         """(prompt KV cache, last-position logits, prompt tokens reused from the conversation
         cache), prefilling segment by segment (``agents.backends.kv_reuse``)."""
-        import torch
-        from transformers import DynamicCache
-
         messages, conversation = request.messages, request.conversation
         keep = conversation is not None and self.kv_cache.budget > 0
         entry = self.kv_cache.get(conversation) if keep else None
@@ -357,35 +360,23 @@ class HFBackend:
         if entry is not None and entry.continued_by(messages, ids, request.adapter):
             later = segment_ends(messages, ids, self.encode, after=len(entry.messages))
             ends = [*entry.ends, *(end for end in later if end > len(entry.ids))]
-            past = DynamicCache(ddp_cache_data=entry.layers, config=self.base_model.config)
+            past = cache_from_layers(entry.layers, self.base_model.config)
             done = len(entry.ids)
         else:
             ends = segment_ends(messages, ids, self.encode)
-        reused = done
-        adapter = self._adapter_kwargs([request])
-        for end in ends:
-            if end <= done:
-                continue
-            cache = {} if past is None else {self._cache_arg: past}
-            output = self.model(
-                input_ids=torch.tensor([ids[done:end]], device=self.device),
-                use_cache=True,
-                logits_to_keep=1,
-                **cache,
-                **adapter,
-            )
-            past = getattr(output, self._cache_arg)
-            done = end
+        past, logits = prefill(
+            self.model, ids, ends, self._cache_arg, past, done, **self._adapter_kwargs([request])
+        )
         if keep:
             assert conversation is not None
-            layers = tuple((layer.keys, layer.values) for layer in past.layers)
+            layers = cache_layers(past)
             self.kv_cache.put(
                 conversation,
                 CachedPrompt(
                     messages, request.adapter, tuple(ids), tuple(ends), layers, kv_nbytes(layers)
                 ),
             )
-        return past, output.logits[:, -1], reused
+        return past, logits, done
 
     def _decode_batch(
         self, prompts: list[list[int]], requests: list[ChatRequest]
@@ -394,16 +385,12 @@ class HFBackend:
         token or at max_tokens."""
         import torch
 
-        device = self.device
         sampling = [request.sampling for request in requests]
         rngs = [
             np.random.default_rng(s.seed if s.seed is not None else self._rng.integers(2**63))
             for s in sampling
         ]
-        lengths = [len(ids) for ids in prompts]
-        width = max(lengths)
-        most = max(s.max_tokens for s in sampling)
-        size = width + most - 1  # a row's last token is never fed back to the model
+        rows = [RowSampling(s.temperature, s.top_p, s.max_tokens) for s in sampling]
         with torch.inference_mode():
             caches, first_logits, reused = [], [], []
             for ids, request in zip(prompts, requests, strict=True):
@@ -411,47 +398,14 @@ class HFBackend:
                 caches.append(cache)
                 first_logits.append(logits)
                 reused.append(cached)
-            cache = batch_cache(caches, lengths, size, self.base_model.config)
-            del caches
-            logits = torch.cat(first_logits)
-            mask = torch.zeros(len(prompts), size, dtype=torch.long, device=device)
-            for row, length in enumerate(lengths):
-                mask[row, width - length : width] = 1
-            positions = torch.tensor(lengths, device=device)
-            live = list(range(len(prompts)))  # request rows still in the batch, in batch order
-            generated: list[list[int]] = [[] for _ in prompts]
-            for step in range(most):
-                tokens = next_tokens(
-                    logits,
-                    torch.tensor([sampling[r].temperature for r in live], device=device),
-                    torch.tensor([sampling[r].top_p for r in live], device=device),
-                    torch.tensor(
-                        [rngs[r].random() if sampling[r].temperature > 0 else 0.0 for r in live],
-                        device=device,
-                    ),
-                )
-                keep = []
-                for place, (row, token) in enumerate(zip(live, tokens.tolist(), strict=True)):
-                    generated[row].append(token)
-                    finished = token in self.stop_ids
-                    if not finished and len(generated[row]) < sampling[row].max_tokens:
-                        keep.append(place)
-                if not keep:
-                    break
-                if len(keep) < len(live):
-                    chosen = torch.tensor(keep, device=device)
-                    keep_rows(cache, chosen)
-                    mask, positions, tokens = mask[chosen], positions[chosen], tokens[chosen]
-                    live = [live[place] for place in keep]
-                mask[:, width + step] = 1
-                output = self.model(
-                    input_ids=tokens.unsqueeze(-1),
-                    attention_mask=mask,
-                    position_ids=positions.unsqueeze(-1),
-                    use_cache=True,
-                    **{self._cache_arg: cache},
-                    **self._adapter_kwargs([requests[r] for r in live]),
-                )
-                positions = positions + 1
-                logits = output.logits[:, -1]
+            generated, _ = decode(
+                self.model,
+                caches,
+                first_logits,
+                rows,
+                rngs,
+                self.stop_ids,
+                self._cache_arg,
+                lambda live: self._adapter_kwargs([requests[r] for r in live]),
+            )
         return list(zip(generated, reused, strict=True))

@@ -1,13 +1,117 @@
-"""Tensor steps of the hf back-end's decoding loop: one token per row, one padded batch cache.
+"""The decoding loop of a local transformers model, shared by the hf back-end and the GRPO
+learner's sampler (``leagues.generators``): segmented prefill, one padded batch decoded together.
 
-Kept apart from ``hf_backend`` (loading, prefill, the loop itself) because they are pure functions
-of tensors, tested on their own.
+* ``prefill``: one prompt, unpadded, in segments that end at given token positions, continuing a
+  cached prefix. Prefilling the same tokens in the same segments gives bit-identical keys, values
+  and logits, which is what makes KV reuse between turns exact (``agents.backends.kv_reuse``).
+* ``decode``: the prefilled caches left-padded into one static cache (``batch_cache``) and decoded
+  together, one token per step, with an attention mask that hides the padding and per-row position
+  ids; finished rows leave the batch (``keep_rows``). Each row samples with its own settings and
+  its own numpy generator (``next_tokens``), so a row's tokens do not depend on its neighbours'
+  random draws; optionally the sampling log-probability of every chosen token is returned
+  (``token_logprobs``).
+
+The tensor steps are pure functions, tested on their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+Layers = tuple[tuple[Any, Any], ...]
+"""Per layer (keys, values) of one prompt's cache, each (1, kv heads, tokens, head dim)."""
+
+
+@dataclass(frozen=True)
+class RowSampling:
+    """How one row is decoded: its temperature (0: greedy), nucleus mass and token limit."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int
+
+
+def cache_arg(model: Any) -> str:
+    """The forward argument that takes the KV cache (transformers 5 renamed ``past_key_values``
+    to ``cache`` in some releases); PEFT models are asked through their base model."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    parameters = inspect.signature(base.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def cache_layers(past: Any) -> Layers:
+    """The (keys, values) tensors of a DynamicCache, per layer."""
+    return tuple((layer.keys, layer.values) for layer in past.layers)
+
+
+def cache_from_layers(layers: Layers, config: Any) -> Any:
+    """A DynamicCache continuing from ``layers`` (the tensors are not modified: new tokens are
+    concatenated into new tensors)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=layers, config=config)
+
+
+def prefill(
+    model: Any,
+    ids: Sequence[int],
+    ends: Sequence[int],
+    arg: str,
+    past: Any = None,
+    done: int = 0,
+    **forward: Any,
+) -> tuple[Any, Any]:
+    """(KV cache, last-position logits (1, vocab)) of ``ids``: the tokens after the first
+    ``done`` (already in ``past``) prefilled in segments ending at each of ``ends`` beyond
+    ``done``; the last end must be ``len(ids)``. ``forward`` goes to every model call (e.g.
+    PEFT's ``adapter_names``)."""
+    import torch
+
+    if not ends or ends[-1] != len(ids) or done >= len(ids):
+        raise ValueError(f"segments {list(ends)} after {done} cached tokens do not end a prompt of "
+                         f"{len(ids)} tokens")  # fmt: skip
+    device = model.device
+    output = None
+    for end in ends:
+        if end <= done:
+            continue
+        cache = {} if past is None else {arg: past}
+        output = model(
+            input_ids=torch.tensor([list(ids[done:end])], device=device),
+            use_cache=True,
+            logits_to_keep=1,
+            **cache,
+            **forward,
+        )
+        past = getattr(output, arg)
+        done = end
+    assert output is not None
+    return past, output.logits[:, -1]
+
+
+def token_logprobs(logits: Any, temperature: Any, top_p: Any, tokens: Any) -> Any:
+    """Log-probability of each row's ``tokens`` under the distribution it was drawn from: the
+    softmax of the logits divided by the temperature (greedy rows: by 1), renormalised over the
+    nucleus when ``top_p < 1`` (the kept set of ``next_tokens``). Float32, (rows,)."""
+    import torch
+
+    logits = logits.float()
+    sampling = temperature > 0
+    scaled = logits / torch.where(sampling, temperature, 1.0).unsqueeze(-1)
+    logp = scaled.log_softmax(dim=-1)
+    chosen = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    truncated = sampling & (top_p < 1)
+    if not bool(truncated.any()):
+        return chosen
+    probs, _ = torch.sort(logp.exp(), dim=-1, descending=True, stable=True)
+    before = probs.cumsum(dim=-1) - probs
+    kept = (probs * (before < top_p.unsqueeze(-1))).sum(dim=-1)
+    return torch.where(truncated, chosen - kept.log(), chosen)
 
 
 def next_tokens(logits: Any, temperature: Any, top_p: Any, uniform: Any) -> Any:
@@ -70,3 +174,78 @@ def keep_rows(cache: Any, rows: Any) -> None:
         layer.keys = layer.keys[rows]
         layer.values = layer.values[rows]
         layer.batch_size = len(rows)
+
+
+def decode(
+    model: Any,
+    caches: Sequence[Any],
+    first_logits: Sequence[Any],
+    rows: Sequence[RowSampling],
+    rngs: Sequence[np.random.Generator],
+    stop_ids: frozenset[int],
+    arg: str,
+    forward_kwargs: Callable[[list[int]], dict[str, Any]] = lambda live: {},
+    logprobs: bool = False,
+) -> tuple[list[list[int]], list[list[float]]]:
+    """(new tokens, their sampling log-probabilities (empty lists unless ``logprobs``)) of every
+    prefilled row; a row ends at its first stop token or at its ``max_tokens``.
+
+    ``caches`` and ``first_logits`` come from ``prefill``; ``forward_kwargs(live)`` gives the
+    extra model arguments for the rows still in the batch (their indices, in batch order).
+    """
+    import torch
+
+    device = model.device
+    lengths = [layer_length(cache) for cache in caches]
+    width = max(lengths)
+    most = max(r.max_tokens for r in rows)
+    size = width + most - 1  # a row's last token is never fed back to the model
+    config = model.config
+    cache = batch_cache(caches, lengths, size, config)
+    logits = torch.cat(list(first_logits))
+    mask = torch.zeros(len(rows), size, dtype=torch.long, device=device)
+    for row, length in enumerate(lengths):
+        mask[row, width - length : width] = 1
+    positions = torch.tensor(lengths, device=device)
+    live = list(range(len(rows)))  # rows still in the batch, in batch order
+    generated: list[list[int]] = [[] for _ in rows]
+    scores: list[list[float]] = [[] for _ in rows]
+    for step in range(most):
+        temperature = torch.tensor([rows[r].temperature for r in live], device=device)
+        top_p = torch.tensor([rows[r].top_p for r in live], device=device)
+        uniform = [rngs[r].random() if rows[r].temperature > 0 else 0.0 for r in live]
+        tokens = next_tokens(logits, temperature, top_p, torch.tensor(uniform, device=device))
+        if logprobs:
+            chosen = token_logprobs(logits, temperature, top_p, tokens).tolist()
+            for row, value in zip(live, chosen, strict=True):
+                scores[row].append(value)
+        keep = []
+        for place, (row, token) in enumerate(zip(live, tokens.tolist(), strict=True)):
+            generated[row].append(token)
+            if token not in stop_ids and len(generated[row]) < rows[row].max_tokens:
+                keep.append(place)
+        if not keep:
+            break
+        if len(keep) < len(live):
+            chosen_rows = torch.tensor(keep, device=device)
+            keep_rows(cache, chosen_rows)
+            mask, positions = mask[chosen_rows], positions[chosen_rows]
+            tokens = tokens[chosen_rows]
+            live = [live[place] for place in keep]
+        mask[:, width + step] = 1
+        output = model(
+            input_ids=tokens.unsqueeze(-1),
+            attention_mask=mask,
+            position_ids=positions.unsqueeze(-1),
+            use_cache=True,
+            **{arg: cache},
+            **forward_kwargs(live),
+        )
+        positions = positions + 1
+        logits = output.logits[:, -1]
+    return generated, scores
+
+
+def layer_length(cache: Any) -> int:
+    """Tokens held by a one-row DynamicCache."""
+    return int(cache.layers[0].keys.shape[-2])

@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 Messages = tuple[tuple[str, str], ...]
 
@@ -94,11 +94,19 @@ def kv_nbytes(layers: Iterable[tuple[Any, Any]]) -> int:
     return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
 
 
-class ConversationCache:
+class Sized(Protocol):
+    nbytes: int
+
+
+Entry = TypeVar("Entry", bound=Sized)
+
+
+class ConversationCache(Generic[Entry]):
     """Conversation id -> its latest prompt's KV cache; LRU within ``budget`` bytes.
 
     ``budget`` 0 keeps nothing (every prompt is prefilled from its first token). An entry larger
-    than the whole budget is not kept. Thread-safe.
+    than the whole budget is not kept. Thread-safe. Entries are :class:`CachedPrompt` for the hf
+    back-end; any object with ``nbytes`` works (the GRPO learner keys its streams' caches here).
     """
 
     def __init__(self, budget: int) -> None:
@@ -107,20 +115,20 @@ class ConversationCache:
         self.budget = budget
         self.nbytes = 0
         self.evictions = 0
-        self._entries: OrderedDict[str, CachedPrompt] = OrderedDict()
+        self._entries: OrderedDict[Any, Entry] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, conversation: str) -> CachedPrompt | None:
+    def get(self, conversation: Any) -> Entry | None:
         with self._lock:
             entry = self._entries.get(conversation)
             if entry is not None:
                 self._entries.move_to_end(conversation)
             return entry
 
-    def put(self, conversation: str, entry: CachedPrompt) -> None:
+    def put(self, conversation: Any, entry: Entry) -> None:
         """Keep ``entry`` as the conversation's latest prompt, evicting the least recently used
         conversations while over budget."""
         with self._lock:
@@ -134,7 +142,7 @@ class ConversationCache:
                 self._drop(oldest)
                 self.evictions += 1
 
-    def end(self, conversations: Iterable[str]) -> None:
+    def end(self, conversations: Iterable[Any]) -> None:
         """Forget finished conversations."""
         with self._lock:
             for conversation in conversations:
@@ -145,7 +153,7 @@ class ConversationCache:
             self._entries.clear()
             self.nbytes = 0
 
-    def _drop(self, conversation: str) -> None:
+    def _drop(self, conversation: Any) -> None:
         entry = self._entries.pop(conversation, None)
         if entry is not None:
             self.nbytes -= entry.nbytes

@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 
 from agents.backends import ChatRequest, SamplingConfig, backend_from_spec
-from agents.backends.hf_backend import (
-    HFBackend,
-    batch_cache,
-    load_tokenizer,
-    next_tokens,
-    stop_token_ids,
-)
+from agents.backends.hf_backend import HFBackend, load_tokenizer, stop_token_ids
+from agents.backends.hf_decode import batch_cache, next_tokens
 from agents.testing.tiny_model import (
     IM_END,
     IM_START,

@@ -259,9 +259,12 @@ def test_every_deal_only_metric_is_undefined_on_episodes_without_a_deal():
     assert all(m.per_episode(on_deal) is not None for m in metrics.group(metrics.TABLE1))
 
 
-def test_groups_list_the_training_curves_in_figure_order_and_headers_are_unique():
+def test_groups_list_the_training_curves_with_their_phases_and_headers_are_unique():
     training = metrics.group(metrics.TRAINING)
-    assert [m.figure for m in sorted(training, key=lambda m: m.figure)] == [5, 6, 7, 8, 9]
+    assert [m.figure for m in sorted(training, key=lambda m: m.figure)] == [0, 5, 6, 7, 8, 9]
+    # Every training curve belongs to one of the paper's phases (Sec 4.3), and so does the reward.
+    assert {m.phase for m in training} | {metrics.METRICS["reward"].phase} == {1, 2, 3}
+    assert metrics.METRICS["violation_rate"] in training
     assert "reward" not in {m.name for m in training}  # TRL logs the reward itself
     headers = [m.header for m in metrics.METRICS.values()]
     assert len(set(headers)) == len(headers)

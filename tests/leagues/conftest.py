@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from leagues.generators import Generate
+from leagues.generators import Context, Generate
 
 PRICE = r"\$([0-9]+(?:\.[0-9]+)?)"
 
@@ -52,11 +52,11 @@ def text_policy() -> Callable[[Any], Generate]:
     stream's role (read off its system prompt) and the end-of-turn token, logprob 0 each."""
 
     def make(tokenizer: Any) -> Generate:
-        def generate(streams: list[list[int]], seed: int) -> list[tuple[list[int], list[float]]]:
+        def generate(contexts: list[Context], seed: int) -> list[tuple[list[int], list[float]]]:
             rng = np.random.default_rng(seed)
             out = []
-            for stream in streams:
-                context = tokenizer.decode(stream)
+            for stream in contexts:
+                context = tokenizer.decode(stream.ids)
                 reply = seller_reply if "You are the seller" in context else buyer_reply
                 text = reply(context, rng)
                 ids = tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -116,3 +116,14 @@ def test_the_config_hash_is_stable_and_changes_with_the_settings(tmp_path):
     two = LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG.replace("seed = 0", "seed = 1")))
     assert one.config_hash() != two.config_hash()
     assert one.config_hash() == LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG)).config_hash()
+
+
+def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    leagues = {}
+    for path in sorted(examples.glob("*.toml")):
+        if "[league]" in path.read_text():
+            leagues[path.stem] = LeagueConfig.from_toml(path)
+    assert {"tiny-league", "vllm-league"} <= set(leagues)
+    train = leagues["vllm-league"].learner.train
+    assert train.use_vllm and train.vllm_mode == "colocate" and train.device != "cuda"

@@ -3,6 +3,7 @@ survives a SIGKILL without redoing finished work."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -26,11 +27,23 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_a_nash_league_of_both_sides_trains_registers_and_rates(tmp_path):
     config = LeagueConfig.from_toml(league_config(tmp_path, "both", "both", "nash"))
-    summary = run_league(config, tmp_path / "both.db", log=lambda _m: None, report=False)
+    lines: list[str] = []
+    summary = run_league(config, tmp_path / "both.db", log=lines.append, report=False)
     assert [g["side"] for g in summary.generations] == ["seller", "buyer"]
+    assert all(g["zero_advantage"].endswith("/4") for g in summary.generations)  # 2 steps x 2
+    # Checkpoints are LoRA adapters over the one base: the buyer's tournament meets the seller
+    # checkpoint too, and the base model is loaded once for both adapters. No merged copy.
+    base = tmp_path / "files" / "tiny-model"
+    assert (
+        f"both/gen-002-buyer: hf:{base}?batch_size=32: 1 model load(s), 2 adapter(s)"
+        in "\n".join(lines)
+    )
+    assert not list((tmp_path / "files").glob("*/merged"))
     with Store.open(tmp_path / "both.db") as store:
         agents = {a["label"]: a for a in store.db.query("SELECT * FROM agents")}
         assert agents["gen-1-seller"]["role"] == "seller"
+        adapter = tmp_path / "files" / "gen-001-seller" / "adapter"
+        assert agents["gen-1-seller"]["spec"].startswith(f"hf:{base}?lora={adapter}&")
         assert agents["gen-2-buyer"]["role"] == "buyer"
         assert agents["gen-2-buyer"]["parent"] == agents["base"]["id"]
         # The buyer checkpoint met every seller, the seller checkpoint of generation 1 included.
@@ -152,3 +165,46 @@ def test_a_two_generation_league_resumes_after_sigkill_without_redoing_finished_
     report = tmp_path / "files" / "report"
     assert (report / "league_kill_training.png").is_file()
     assert "League kill: ratings per generation" in (report / "index.html").read_text()
+
+
+def _merged_copy(base: Path, adapter: Path) -> Path:
+    """The evaluation copy leagues used to write: the adapter merged into the base model."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from leagues.trainer import load_chat_tokenizer
+
+    out = adapter.parent / "merged"
+    model = AutoModelForCausalLM.from_pretrained(str(base))
+    PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(str(out))
+    load_chat_tokenizer(base).save_pretrained(str(out))
+    return out
+
+
+@pytest.mark.slow
+def test_a_league_stored_with_merged_checkpoints_resumes_and_meets_them(tmp_path, monkeypatch):
+    """A league whose first generation was registered the old way (a merged copy evaluated as
+    its own hf model) grows a second generation: the buyer checkpoint, an adapter, meets the
+    stored seller checkpoint under its old spec."""
+    import leagues.league as league_module
+    from leagues.plan import model_spec
+
+    def merged_spec(config, model, adapter=None):
+        return model_spec(config, model if adapter is None else _merged_copy(model, adapter))
+
+    path = league_config(tmp_path, "old", "both", "uniform")
+    one = LeagueConfig.from_toml(path)
+    monkeypatch.setattr(league_module, "model_spec", merged_spec)
+    run_league(dataclasses.replace(one, generations=1), tmp_path / "old.db", lambda _m: None, False)
+    monkeypatch.undo()
+    summary = run_league(one, tmp_path / "old.db", log=lambda _m: None, report=False)
+    assert [g["stage"] for g in summary.generations] == ["rated", "rated"]
+    with Store.open(tmp_path / "old.db") as store:
+        specs = {a["label"]: a["spec"] for a in store.db.query("SELECT * FROM agents")}
+        sellers = {r.seller for r in store.load_records(tournament="old/gen-002-buyer")}
+    assert specs["gen-1-seller"].startswith(
+        f"hf:{tmp_path / 'files' / 'gen-001-seller' / 'merged'}?"
+    )
+    assert "?lora=" in specs["gen-2-buyer"]
+    assert specs["gen-1-seller"] in sellers
+    assert {r["label"] for r in summary.ratings} >= {"gen-1-seller", "gen-2-buyer", "base"}

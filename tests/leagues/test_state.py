@@ -18,8 +18,10 @@ from leagues.state import (
     finished,
     generation_state,
     generations,
+    record_step,
     register_league,
     stored_settings,
+    training_steps,
 )
 from tests.leagues.leagues import league_config, scripted_store
 from tournaments.config import read_toml_table
@@ -117,3 +119,29 @@ def test_a_league_resumes_with_other_loggers_and_keeps_its_hash(tmp_path):
     assert logged.config_hash() == config.config_hash()
     assert "report_to" not in json.dumps(stored_settings(logged))
     store.close()
+
+
+def test_a_version_3_database_keeps_its_steps_and_stores_the_training_story_after_upgrade(
+    tmp_path,
+):
+    path = tmp_path / "v3.db"
+    old = sqlite_utils.Database(path)
+    for migrate in MIGRATIONS[:3]:
+        migrate(old)
+    old.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '3')")
+    old.execute(
+        "INSERT INTO training_steps (league, generation, step, league_step, side, reward, logs, "
+        "logged) VALUES ('t', 1, 1, 1, 'seller', -0.5, '{}', 'then')"
+    )
+    old.conn.commit()
+    old.close()
+    logs = {"reward": 0.25, "violation_rate": 0.125, "zero_advantage_groups": 3.0,
+            "sampling/sampling_logp_difference/mean": 2e-7, "deal_rate": 0.5}  # fmt: skip
+    with Store.open(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        record_step(store, "t", 1, "seller", 2, 2, logs)
+        rows = training_steps(store, "t")
+    assert [(r["step"], r["reward"]) for r in rows] == [(1, -0.5), (2, 0.25)]
+    assert rows[0]["violation_rate"] is None and rows[0]["zero_advantage_groups"] is None
+    assert (rows[1]["violation_rate"], rows[1]["zero_advantage_groups"]) == (0.125, 3.0)
+    assert rows[1]["sampler_logp_diff"] == 2e-7 and rows[1]["deal_rate"] == 0.5

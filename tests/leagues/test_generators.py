@@ -1,0 +1,139 @@
+"""The learner's hf sampler: replies up to a stop token with sampling logprobs, the stop tokens of
+evaluation, and KV reuse between a stream's turns that changes no token and no logprob."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arena.catalog import load_catalog
+from arena.config import get_preset
+from arena.scenarios import make_scenario
+from leagues.generators import Context, HFGenerator
+from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
+from leagues.streams import ChatFormat
+from leagues.trainer import load_chat_tokenizer
+
+MIB = 2**20
+
+
+def tiny(model_dir: Path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir).eval()
+
+
+def test_the_hf_generator_samples_up_to_a_stop_token_with_log_probabilities(tiny_model_dir):
+    tok = load_chat_tokenizer(tiny_model_dir)
+    generate = HFGenerator(tiny(tiny_model_dir), tok, 1.0, 1.0, max_new_tokens=12, chunk=2)
+    prompts = [tok("Thought: hi")["input_ids"], tok("Talk: a longer prompt here")["input_ids"]] * 2
+    contexts = [Context(ids, (), key) for key, ids in enumerate(prompts)]
+    first = generate(contexts, seed=9)
+    assert first == generate(contexts, seed=9)
+    assert first[0] != first[2]  # the same prompt in another row draws its own sample
+    for ids, logprobs in first:
+        assert 1 <= len(ids) == len(logprobs) <= 12
+        assert all(lp <= 0.0 and math.isfinite(lp) for lp in logprobs)
+        stops = [i for i, t in enumerate(ids) if t in generate.stop_ids]
+        assert stops in ([], [len(ids) - 1])
+
+
+def test_training_and_evaluation_stop_a_checkpoints_replies_on_the_same_tokens(tiny_model_dir):
+    from agents.backends.hf_backend import HFBackend, HFConfig
+
+    tok = load_chat_tokenizer(tiny_model_dir)
+    learner = HFGenerator(tiny(tiny_model_dir), tok, 1.0, 1.0, max_new_tokens=4, chunk=1)
+    backend = HFBackend(str(tiny_model_dir), HFConfig(device="cpu"))
+    assert learner.stop_ids == backend.stop_ids
+    assert tok.convert_tokens_to_ids("<|im_end|>") in learner.stop_ids
+    backend.close()
+
+
+def test_greedy_replies_and_logprobs_match_transformers_generate(tiny_model_dir):
+    """The old sampler was ``model.generate``: greedy, the new loop picks the same tokens with
+    the same log-probabilities (to float tolerance: padding changes the last bits)."""
+    import torch
+
+    tok = load_chat_tokenizer(tiny_model_dir)
+    model = tiny(tiny_model_dir)
+    generate = HFGenerator(model, tok, 0.0, 1.0, max_new_tokens=10, chunk=3)
+    prompts = [tok(text)["input_ids"] for text in ("Thought: hi", "Talk: a longer prompt", "$5")]
+    replies = generate([Context(ids, (), key) for key, ids in enumerate(prompts)], seed=0)
+    for ids, (tokens, logprobs) in zip(prompts, replies, strict=True):
+        with torch.no_grad():
+            out = model.generate(
+                torch.tensor([ids]),
+                do_sample=False,
+                max_new_tokens=10,
+                eos_token_id=sorted(generate.stop_ids),
+                pad_token_id=tok.pad_token_id,
+                return_dict_in_generate=True,
+                output_scores=True,
+            )
+        expected = out.sequences[0, len(ids) :].tolist()
+        assert tokens == expected[: len(tokens)] and len(tokens) == len(expected)
+        scores = torch.stack(out.scores, dim=1)[0].log_softmax(-1)
+        reference = scores.gather(-1, torch.tensor(expected)[:, None]).squeeze(-1)
+        assert logprobs == pytest.approx(reference.tolist(), abs=1e-5)
+
+
+def grown_streams(tok, rng: np.random.Generator, turns: int) -> list[list[Context]]:
+    """Two streams over ``turns`` turns, built as a rollout builds them: each turn's context is
+    the last one plus a reply and some glue, and remembers where the earlier contexts ended."""
+    streams = [
+        tok(f"<|im_start|>user\nBuyer {k} offers $12.<|im_end|>\n")["input_ids"] for k in (1, 2)
+    ]
+    rounds = []
+    for _ in range(turns):
+        rounds.append([Context(list(s), (), k) for k, s in enumerate(streams)])
+        streams = [s + rng.integers(5, 400, size=40).tolist() for s in streams]
+    return rounds
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "seeded"])
+def test_kv_reuse_between_turns_changes_no_token_and_no_logprob(tiny_model_dir, temperature):
+    tok = load_chat_tokenizer(tiny_model_dir)
+    model = tiny(tiny_model_dir)
+    rounds = grown_streams(tok, np.random.default_rng(0), turns=4)
+    results = {}
+    for budget in (0, 64 * MIB):
+        generate = HFGenerator(model, tok, temperature, 0.9, 12, chunk=2, kv_cache_bytes=budget)
+        replies, ends = [], {}
+        for turn, contexts in enumerate(rounds):
+            contexts = [Context(c.ids, tuple(ends.get(c.key, ())), c.key) for c in contexts]
+            replies.append(generate(contexts, seed=turn))
+            for c in contexts:
+                ends[c.key] = (*c.ends, len(c.ids))
+        results[budget] = (replies, generate.reused, generate.prefilled)
+    (plain, reused_off, prefilled_off), (cached, reused_on, prefilled_on) = results.values()
+    assert cached == plain  # bit-identical tokens and float logprobs
+    assert reused_off == 0 and reused_on > 0
+    assert prefilled_on + reused_on == prefilled_off  # every context token computed once
+
+
+def test_a_rollout_is_identical_with_and_without_kv_reuse(tiny_model_dir):
+    """A buyer learner (the random model's invalid openings are re-sampled: four turns a
+    stream) plays the same episodes, token for token, with the stream KV kept or recomputed."""
+    tok = load_chat_tokenizer(tiny_model_dir)
+    model = tiny(tiny_model_dir)
+    market = get_preset("in-distribution")
+    buyers = (LEARNER, "scripted:time", "scripted:time")
+    rows = [
+        GroupRow(f"b{i}", make_scenario(market, load_catalog(), 4, i), "scripted:prober",
+                 buyers, "buyer_1")
+        for i in range(3)
+    ]  # fmt: skip
+    played = {}
+    for budget in (0, 64 * MIB):
+        generate = HFGenerator(model, tok, 1.0, 1.0, 16, chunk=2, kv_cache_bytes=budget)
+        policy = Policy("hf:learner", ChatFormat(tok), generate, 16, 2048)
+        rollouts = play_rollouts(rows, market, policy, seed=3)
+        streams = [r.streams["buyer_1"] for r in rollouts]
+        played[budget] = [(s.completion_ids, s.logprobs, s.env_mask) for s in streams]
+        assert max(len(s.replies) for s in streams) >= 3
+        reused = generate.reused
+    assert played[0] == played[64 * MIB]
+    assert reused > 0
