@@ -22,6 +22,7 @@ def test_names_specs_and_paths_are_printed_verbatim_never_as_markup() -> None:
                 "parent": "base",
                 "opponents": "scripted:time?e=[1]:1.00",
                 "train_reward": "-0.100 -> +0.200",
+                "zero_advantage": "3/8",
             },
         ),
         ratings=(
