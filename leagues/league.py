@@ -57,6 +57,7 @@ from leagues.plan import (
     GenerationPlan,
     check_splits,
     eval_tournament,
+    learner_name,
     model_spec,
     training_rows,
 )
@@ -198,13 +199,13 @@ class LeagueRun:
             base_model=self.base,
             parent_adapter=Path(plan.parent_adapter) if plan.parent_adapter else None,
             rows=tuple(rows),
-            market=config.market_config(),
+            market=config.train_market_config(),
             train=learner.train,
             steps=steps,
             output_dir=folder / "trainer",
             adapter_dir=folder / "adapter",
             seed=int(np.random.SeedSequence([config.seed, g]).generate_state(1)[0]),
-            learner_name=f"hf:{plan.label}",
+            learner_name=learner_name(plan.label, config.learner),
             log_dir=self.folder / "logs" / folder.name,
             run_name=f"{self.name}/{folder.name}",
         )
