@@ -167,7 +167,7 @@ def pretrain_copying(
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             if log is not None and (step + 1) % 250 == 0:
-                log(f"copy pretraining step {step + 1}/{config.steps}: loss {float(loss):.3f}")
+                log(f"copy pretraining step {step + 1}/{config.steps}: loss {float(loss.detach()):.3f}")
         model.eval()
         accuracy = copy_accuracy(model, tokenizer)
     out_dir.mkdir(parents=True, exist_ok=True)
