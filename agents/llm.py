@@ -46,7 +46,7 @@ from agents.backends.base import (
     sampling_from_params,
 )
 from agents.base import EpisodeContext, Reply
-from agents.prompts import narration_note, observation, personas, system_prompt
+from agents.prompts import PROMPT_STYLES, narration_note, observation, personas, system_prompt
 from agents.scripted import make_scripted
 from agents.specs import AgentSpec, SpecError, build_config, parse_spec
 from arena.game import BuyerView, SellerView
@@ -63,7 +63,7 @@ from arena.protocol import (
     split_reasoning,
 )
 
-AGENT_KEYS: tuple[str, ...] = ("persona", "narrate", "history")
+AGENT_KEYS: tuple[str, ...] = ("persona", "narrate", "history", "prompt")
 """Spec parameters that belong to the agent itself (sampling keys are the agent's too)."""
 
 DEFAULT_MAX_TOKENS = 512
@@ -90,6 +90,14 @@ class LLMAgentConfig:
         metadata={"help": "Past exchanges kept in the prompt: -1 all, 0 none, n the last n."},
     )
 
+    prompt: str = field(
+        default="full",
+        metadata={
+            "help": "Prompt style: full (the paper's prompts) or compact (the same protocol in "
+            "few tokens, for small models; single-product markets)."
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.persona and self.persona not in personas():
             raise ValueError(
@@ -101,6 +109,10 @@ class LLMAgentConfig:
             )
         if self.history < -1:
             raise ValueError(f"history={self.history} is invalid: use -1 (all), 0 or more")
+        if self.prompt not in PROMPT_STYLES:
+            raise ValueError(
+                f"prompt={self.prompt!r} is unknown; choose one of {', '.join(PROMPT_STYLES)}"
+            )
 
 
 class BackendError(RuntimeError):
@@ -248,12 +260,14 @@ class LLMAgent:
             raise RuntimeError(f"{self.spec!r}: receive() the previous reply first")
         episode = f"{context.scenario.seed}:{context.scenario.index}/{context.role}"
         if self.conversation is None:
-            system = system_prompt(view, context.config.total_turns, self.config.persona)
+            system = system_prompt(
+                view, context.config.total_turns, self.config.persona, self.config.prompt
+            )
             self.conversation = Conversation(system, self.config.history)
             # One id per agent per episode (the live Conversation object's id keeps concurrent
             # episodes of the same scenario apart): back-ends key cached KV by it.
             self.conversation_id = f"{episode}#{id(self.conversation):x}"
-        user = observation(view)
+        user = observation(view, self.config.prompt)
         move = None
         if self.narrator is not None:
             move = decided_move(self.narrator.act(view), view, self.spec)
@@ -318,6 +332,11 @@ def split_agent_params(
     sampling = {k: v for k, v in params.items() if k in SAMPLING_KEYS}
     backend = {k: v for k, v in params.items() if k not in AGENT_KEYS + SAMPLING_KEYS}
     return agent, sampling, backend
+
+
+def agent_config(spec: AgentSpec) -> LLMAgentConfig:
+    """The agent-level settings (persona, narration, history, prompt style) a spec names."""
+    return build_config(LLMAgentConfig, split_agent_params(spec.params)[0], spec.raw)
 
 
 def parse_sampling(

@@ -13,6 +13,11 @@ as prose; this module only picks the files and fills their ``{placeholders}``:
 - ``product_card.txt``: one product's public card (codename, title, list price, description).
 - ``persona_<name>.txt``: persona fragments selected by ``persona=<name>`` in an agent spec.
 - ``narration.txt``: the note that asks a narrating LLM for words around a decided move.
+- ``*_compact.txt``: the compact style (``prompt=compact`` in an agent spec): the same protocol
+  and rules in a few hundred characters, with the compact per-turn board of
+  :func:`arena.observations.compact_seller_text`, for small models that pay for every token (the
+  tiny model reads the full seller prompt as ~900 tokens, the compact one as ~300).
+  Single-product markets only.
 
 Information partition (Section 3.1): a system prompt is built from the agent's own *view* only
 (``SellerView`` or ``BuyerView``), never from the scenario, so a buyer's prompt cannot contain the
@@ -30,7 +35,12 @@ from importlib import resources
 from arena.catalog import Product
 from arena.game import BuyerView, SellerView
 from arena.money import floor_cents, format_price
-from arena.observations import buyer_text, seller_text
+from arena.observations import (
+    buyer_text,
+    compact_buyer_text,
+    compact_seller_text,
+    seller_text,
+)
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _BLANK_RUNS = re.compile(r"\n{3,}")
@@ -163,16 +173,77 @@ def buyer_system_prompt(view: BuyerView, persona: str = "") -> str:
     return render("buyer_system_multi", **values)
 
 
-def system_prompt(view: SellerView | BuyerView, total_turns: int, persona: str = "") -> str:
-    """The system prompt of whoever ``view`` belongs to."""
-    if isinstance(view, SellerView):
+PROMPT_STYLES = ("full", "compact")
+"""``full``: the paper's prompts (Section 11); ``compact``: the same protocol in few tokens."""
+
+
+def check_style(style: str, num_products: int) -> None:
+    """A clear error for an unknown style, or the compact style with several products."""
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"prompt={style!r} is unknown; choose one of {', '.join(PROMPT_STYLES)}")
+    if style == "compact" and num_products > 1:
+        raise ValueError(
+            f"prompt=compact is written for single-product markets; use prompt=full with "
+            f"{num_products} products"
+        )
+
+
+def compact_seller_system_prompt(view: SellerView, total_turns: int, persona: str = "") -> str:
+    """The seller's compact system prompt: product, cost floor, message budgets, format."""
+    product = view.products[0]
+    return render(
+        "seller_system_compact",
+        num_buyers=len(view.channels),
+        title=product.title,
+        list_price=format_price(product.list_price),
+        cost=format_price(product.cost),
+        total_turns=total_turns,
+        per_buyer_cap=view.per_buyer_cap,
+        persona=persona_text(persona),
+    )
+
+
+def compact_buyer_system_prompt(view: BuyerView, persona: str = "") -> str:
+    """A buyer's compact system prompt, from its own view only."""
+    product = view.products[0]
+    if view.regulated_opening is not None:
+        opening = render(
+            "buyer_opening_regulated_compact", opening_price=format_price(view.regulated_opening)
+        )
+    else:
+        opening = render("buyer_opening_free_compact")
+    return render(
+        "buyer_system_compact",
+        title=product.title,
+        list_price=format_price(product.list_price),
+        budget=format_price(view.valuations[0]),
+        opening=opening,
+        per_buyer_cap=view.max_rounds,
+        persona=persona_text(persona),
+    )
+
+
+def system_prompt(
+    view: SellerView | BuyerView, total_turns: int, persona: str = "", style: str = "full"
+) -> str:
+    """The system prompt of whoever ``view`` belongs to, in prompt style ``style``."""
+    check_style(style, len(view.products))
+    seller = isinstance(view, SellerView)
+    if style == "compact":
+        if seller:
+            return compact_seller_system_prompt(view, total_turns, persona)
+        return compact_buyer_system_prompt(view, persona)
+    if seller:
         return seller_system_prompt(view, total_turns, persona)
     return buyer_system_prompt(view, persona)
 
 
-def observation(view: SellerView | BuyerView) -> str:
+def observation(view: SellerView | BuyerView, style: str = "full") -> str:
     """The per-turn user message: the seller's board or the buyer's own channel."""
-    return seller_text(view) if isinstance(view, SellerView) else buyer_text(view)
+    seller = isinstance(view, SellerView)
+    if style == "compact":
+        return compact_seller_text(view) if seller else compact_buyer_text(view)
+    return seller_text(view) if seller else buyer_text(view)
 
 
 def narration_note(decision: str) -> str:

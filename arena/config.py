@@ -83,6 +83,13 @@ class MarketConfig:
         default=0.15,
         metadata=_help("Multi-product: spread of the product-level valuation term around 1."),
     )
+    price_jitter: float = field(
+        default=0.0,
+        metadata=_help(
+            "Training augmentation: every price of a scenario (list, cost, budgets, openings) is "
+            "multiplied by one factor exp(U[-j, j]); 0 (evaluation) leaves the catalogue's prices."
+        ),
+    )
     price_scale: float = field(
         default=1.0, metadata=_help("Multiplies every list price and cost (price-range axis).")
     )
@@ -125,6 +132,11 @@ class MarketConfig:
             raise ValueError("product_spread must lie in [0, 1)")
         if not (math.isfinite(self.price_scale) and self.price_scale > 0):
             raise ValueError("price_scale must be a positive number")
+        if not (math.isfinite(self.price_jitter) and 0.0 <= self.price_jitter <= 3.0):
+            raise ValueError(
+                f"price_jitter must lie in [0, 3] (a factor between exp(-3) and exp(3)), got "
+                f"{self.price_jitter}"
+            )
         for name in ("seller_temperature", "buyer_temperature"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):

@@ -158,6 +158,43 @@ def buyer_text(view: BuyerView) -> str:
     return _fit(head)
 
 
+def compact_seller_text(view: SellerView) -> str:
+    """The seller's turn in the compact style (``prompt=compact``): the new messages, then one
+    line per buyer with its bids and the seller's asks, nothing else. The same information as
+    :func:`seller_text` in a third of the tokens, for small models."""
+    lines = [f"Turn {view.turn}. Messages left: {view.remaining_turns}."]
+    lines += [f"Buyer {i + 1} says: {quote(event.talk)}" for i, event in view.new_events]
+    for i, channel in enumerate(view.channels):
+        bids = _prices(channel.events, "buyer") or "-"
+        asks = _prices(channel.events, "seller")
+        line = f"Buyer {i + 1}: {channel.status.value}, {channel.remaining} left, bids {bids}"
+        lines.append(line + (f", you asked {asks}" if asks else ""))
+    return _fit("\n".join(lines))
+
+
+def compact_buyer_text(view: BuyerView) -> str:
+    """A buyer's turn in the compact style: the seller's latest move on its own channel."""
+    if view.opening:
+        head = "Make your opening offer."
+    else:
+        seller_events = [e for e in view.events if e.speaker == "seller"]
+        last = seller_events[-1] if seller_events else None
+        head = (
+            f"Seller says: {quote(last.talk)}\nSeller action: {action_text(last)}"
+            if last is not None
+            else "Waiting."
+        )
+        head += f"\nSeller messages to you: {len(seller_events)} of {view.max_rounds}."
+    if view.rejected:
+        head += f"\nRejected ({view.rejected}). Reply again."
+    return _fit(head)
+
+
+def _prices(events: tuple[Event, ...], speaker: str) -> str:
+    """The prices ``speaker`` named on a channel, in order (actions without a price left out)."""
+    return " ".join(format_price(e.price) for e in events if e.speaker == speaker and e.price)
+
+
 class _ChannelText:
     """What the renderer knows of one channel: its last view and line, its moves so far."""
 

@@ -79,6 +79,10 @@ def _scaled(product: Product, scale: float) -> Product:
     )
 
 
+JITTER_STREAM = 1
+"""Spawn key of the price-jitter generator (:attr:`MarketConfig.price_jitter`)."""
+
+
 def make_scenario(
     config: MarketConfig, catalog: Sequence[Product], seed: int, index: int
 ) -> Scenario:
@@ -87,7 +91,12 @@ def make_scenario(
         raise ValueError("the catalogue is empty; nothing to sell")
     rng = np.random.default_rng(np.random.SeedSequence([seed, index]))
     products = _draw_products(config, catalog, rng)
-    products = tuple(_scaled(p, config.price_scale) for p in products)
+    scale = config.price_scale
+    if config.price_jitter > 0:
+        # Its own generator, so that every other draw of the scenario is the unjittered one's.
+        jitter = np.random.default_rng(np.random.SeedSequence([seed, index, JITTER_STREAM]))
+        scale *= float(np.exp(jitter.uniform(-config.price_jitter, config.price_jitter)))
+    products = tuple(_scaled(p, scale) for p in products)
     n, m = config.num_buyers, len(products)
 
     if config.budget_mode == "tiers":

@@ -36,12 +36,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agents.testing.tiny_model import build_tiny_model
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
 from leagues.config import TrainConfig
 from leagues.generators import Context, HFGenerator, Sample, cut_at_stop, learner_stop_ids
-from leagues.models import ensure_tiny_model
 from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
 from leagues.streams import ChatFormat
 from leagues.trainer import TrainJob, load_chat_tokenizer, train_learner
@@ -191,7 +191,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = ensure_tiny_model(Path(tmp) / "tiny", seed=0)
+        model_dir = build_tiny_model(Path(tmp) / "tiny", seed=0, max_positions=16384)
         rollout = rollout_benchmark(model_dir, args)
         for name in ("generate", "loop", "reuse"):
             r = rollout[name]

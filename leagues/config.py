@@ -41,10 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from agents import check_spec
+from agents.prompts import PROMPT_STYLES
 from arena.catalog import SPLITS
 from arena.config import MarketConfig
 from arena.settings import from_mapping
 from leagues.sampling import META_SOLVERS
+from leagues.tiny import TinyConfig
 from tournaments.config import market_config, read_toml_table
 
 SIDES = ("seller", "buyer", "both", "self-play")
@@ -251,6 +253,9 @@ class TrainConfig:
         return self.batch_size // self.group_size
 
 
+WARM_START_TALK = ("scripted", "short")
+
+
 @dataclass(frozen=True)
 class LearnerConfig:
     """The learning agent of a league: its base model, side, opponents and schedule."""
@@ -272,12 +277,33 @@ class LearnerConfig:
     eval_episodes: int = field(
         default=64, metadata=_help("Evaluation episodes per (checkpoint, opponent) pairing.")
     )
+    prompt: str = field(
+        default="full",
+        metadata=_help(
+            "The learner's prompt style, in training and evaluation: full (the paper's prompts) "
+            "or compact (the same protocol in few tokens, for small models)."
+        ),
+    )
+    train_market: Mapping[str, Any] = field(
+        default_factory=dict,
+        metadata=_help(
+            "Market fields overridden for training and warm-start scenarios only (evaluation "
+            "keeps [league.market]), e.g. {price_jitter = 1.5} or {total_turns = 3}."
+        ),
+    )
     warm_start: str = field(
         default="",
         metadata=_help(
-            "scripted:<name>: before generation 1, fit the base model on that scripted agent's "
-            "transcripts (agents.finetune): a buyer for side = buyer, else a seller; empty: "
-            "start from the base model as it is."
+            "scripted:<name>, or several comma-separated: before generation 1, fit the base "
+            "model on those scripted agents' transcripts, in equal shares (agents.finetune): "
+            "buyers for side = buyer, else sellers; empty: start from the base model as it is."
+        ),
+    )
+    warm_start_talk: str = field(
+        default="scripted",
+        metadata=_help(
+            "The Talk lines fitted on: scripted (as the agents wrote them) or short (one short "
+            "sentence naming the action, so a small model spends its capacity on the moves)."
         ),
     )
     warm_start_episodes: int = field(
@@ -287,6 +313,9 @@ class LearnerConfig:
         default=200, metadata=_help("Optimizer steps of the warm-start fit (batches of 8 turns).")
     )
     warm_start_lr: float = field(default=3e-3, metadata=_help("Learning rate of the warm start."))
+    tiny: TinyConfig = field(
+        default_factory=TinyConfig, metadata=_help("[league.learner.tiny], for model = 'tiny'.")
+    )
     eval_batch_size: int = field(
         default=32,
         metadata=_help("Prompts per generate() call when evaluating on the hf back-end."),
@@ -321,10 +350,23 @@ class LearnerConfig:
                 "together: train.batch_size / train.group_size must be even"
             )
         _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
-        if self.warm_start:
-            check_spec(self.warm_start, self.warm_start_role, f"{where}.warm_start")
-            if not self.warm_start.startswith("scripted:"):
-                raise ValueError(f"{where}.warm_start must be a scripted agent spec")
+        for k, spec in enumerate(self.warm_start_specs):
+            if not spec.startswith("scripted:"):
+                raise ValueError(f"{where}.warm_start must name scripted agents, got {spec!r}")
+            check_spec(spec, self.warm_start_role, f"{where}.warm_start[{k}]")
+        if self.prompt not in PROMPT_STYLES:
+            raise ValueError(
+                f"{where}.prompt must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt!r}"
+            )
+        if self.warm_start_talk not in WARM_START_TALK:
+            raise ValueError(
+                f"{where}.warm_start_talk must be scripted or short, got {self.warm_start_talk!r}"
+            )
+
+    @property
+    def warm_start_specs(self) -> list[str]:
+        """The warm-start agents (``warm_start`` split on commas)."""
+        return [spec.strip() for spec in self.warm_start.split(",") if spec.strip()]
 
     @property
     def warm_start_role(self) -> str:
@@ -416,10 +458,28 @@ class LeagueConfig:
             raise ValueError(message) from None
         if self.learner.side in ("buyer", "both", "self-play") and market.num_buyers < 1:
             raise ValueError("a buyer learner needs a market with at least one buyer")
+        train = self.train_market_config()
+        for name in ("num_buyers", "num_products"):
+            if getattr(train, name) != getattr(market, name):
+                raise ValueError(
+                    f"league.learner.train_market.{name} must equal the evaluation market's "
+                    f"({getattr(market, name)}): a checkpoint plays the seats it was trained in"
+                )
+        if self.learner.prompt == "compact" and market.num_products > 1:
+            raise ValueError(
+                "league.learner.prompt = 'compact' is written for single-product markets; use "
+                "'full' with several products"
+            )
 
     def market_config(self) -> MarketConfig:
-        """The preset with the ``[league.market]`` overrides applied."""
+        """The preset with the ``[league.market]`` overrides applied: the evaluation market."""
         return market_config(self.preset, self.market, "league.market")
+
+    def train_market_config(self) -> MarketConfig:
+        """The market of training and warm-start scenarios: the evaluation market with the
+        ``[league.learner.train_market]`` overrides on top."""
+        merged = {**self.market, **self.learner.train_market}
+        return market_config(self.preset, merged, "league.learner.train_market")
 
     @property
     def evaluation_seed(self) -> int:

@@ -54,11 +54,12 @@ from agents.backends import close_backends, open_backends
 from leagues.colocate import check_sampler_model
 from leagues.config import LeagueConfig
 from leagues.metagame import opponent_mixture, other, population
-from leagues.models import ensure_tiny_model, prepare_base_model, resolve_model_path
+from leagues.models import prepare_base_model
 from leagues.plan import (
     GenerationPlan,
     check_splits,
     eval_tournament,
+    learner_name,
     model_spec,
     training_rows,
 )
@@ -200,13 +201,13 @@ class LeagueRun:
             base_model=self.base,
             parent_adapter=Path(plan.parent_adapter) if plan.parent_adapter else None,
             rows=tuple(rows),
-            market=config.market_config(),
+            market=config.train_market_config(),
             train=learner.train,
             steps=steps,
             output_dir=folder / "trainer",
             adapter_dir=folder / "adapter",
             seed=int(np.random.SeedSequence([config.seed, g]).generate_state(1)[0]),
-            learner_name=f"hf:{plan.label}",
+            learner_name=learner_name(plan.label, config.learner),
             log_dir=self.folder / "logs" / folder.name,
             run_name=f"{self.name}/{folder.name}",
         )
@@ -302,14 +303,6 @@ class LeagueRun:
         return plan
 
 
-def prepare_vllm_tiny_model(config: LeagueConfig, folder: Path) -> None:
-    """With ``use_vllm``, the tiny model is built with 2 attention heads (head size 32, which
-    vLLM's CPU kernels accept; the default 4 make 16) before the league would build its own."""
-    path, buildable = resolve_model_path(config, folder)
-    if buildable and not (path / "config.json").is_file():
-        ensure_tiny_model(path, config.seed, heads=2)
-
-
 def run_league(
     config: LeagueConfig, db_path: str | Path, log: Log = _stderr, report: bool = True
 ) -> LeagueSummary:
@@ -332,8 +325,6 @@ def run_league(
 
             torch.set_num_threads(config.cpu_threads)
         register_league(store, config)
-        if config.learner.train.use_vllm:
-            prepare_vllm_tiny_model(config, folder)
         base = prepare_base_model(config, folder, log)
         if config.learner.train.use_vllm:
             check_sampler_model(base, resolve_device(config.learner.train)[0] == "cpu")

@@ -19,7 +19,7 @@ import numpy as np
 from arena import settings
 from arena.catalog import load_catalog, split_catalog
 from arena.scenarios import Scenario, make_scenarios
-from leagues.config import LeagueConfig
+from leagues.config import LeagueConfig, LearnerConfig
 from leagues.rollout import LEARNER, GroupRow
 from leagues.sampling import sample_indices
 from tournaments.config import TournamentConfig
@@ -58,6 +58,19 @@ class GenerationPlan:
         return settings.from_mapping(GenerationPlan, json.loads(text), "league_generations.plan")
 
 
+def learner_params(learner: LearnerConfig) -> dict[str, str]:
+    """The agent parameters every spec of the learner carries, in training and evaluation, so
+    that it reads the prompts it is trained on: ``prompt=compact`` for the compact style (the
+    full style is the default, and stays out of the specs of existing leagues)."""
+    return {} if learner.prompt == "full" else {"prompt": learner.prompt}
+
+
+def learner_name(label: str, learner: LearnerConfig) -> str:
+    """The learner's agent name in training rollouts (never stored)."""
+    params = "&".join(f"{k}={v}" for k, v in learner_params(learner).items())
+    return f"hf:{label}" + (f"?{params}" if params else "")
+
+
 def model_spec(config: LeagueConfig, model: Path, adapter: Path | None = None) -> str:
     """The agent spec that evaluates a model folder, or a LoRA adapter over it.
 
@@ -70,12 +83,16 @@ def model_spec(config: LeagueConfig, model: Path, adapter: Path | None = None) -
     learner = config.learner
     tokens = learner.train.max_new_tokens
     lora = "" if adapter is None else f"lora={adapter}&"
+    style = "".join(f"&{k}={v}" for k, v in learner_params(learner).items())
     if learner.train.use_vllm:
-        return f"vllm:{model}?{lora}max_tokens={tokens}"
+        return f"vllm:{model}?{lora}max_tokens={tokens}{style}"
     # seed=none: evaluation samples are not tied to per-request seeds. The hf back-end batches
     # seeded and unseeded requests alike; the flag is kept because it is part of every stored
     # checkpoint's spec (changing it would rename the checkpoints of existing leagues).
-    return f"hf:{model}?{lora}batch_size={learner.eval_batch_size}&seed=none&max_tokens={tokens}"
+    return (
+        f"hf:{model}?{lora}batch_size={learner.eval_batch_size}&seed=none&max_tokens={tokens}"
+        f"{style}"
+    )
 
 
 def check_splits(config: LeagueConfig) -> None:
@@ -94,9 +111,10 @@ def check_splits(config: LeagueConfig) -> None:
 
 
 def training_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
-    """The generation's own slice of the training scenario list (no scenario is reused)."""
+    """The generation's own slice of the training scenario list (no scenario is reused), in the
+    training market (``train_market``)."""
     per_generation = config.learner.steps_per_generation * config.learner.train.scenarios_per_step
-    market = config.market_config()
+    market = config.train_market_config()
     catalog = split_catalog(load_catalog(config.catalog), config.train_split)
     count = per_generation // 2 if config.learner.side == "self-play" else per_generation
     start = (generation - 1) * count

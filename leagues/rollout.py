@@ -35,7 +35,7 @@ from agents.backends.base import Completion
 from agents.base import EpisodeContext, Reply, View
 from agents.driver import Match
 from agents.engine import play_matches
-from agents.llm import LLMAgent, LLMAgentConfig
+from agents.llm import LLMAgent, agent_config
 from agents.specs import parse_spec
 from arena import metrics
 from arena.config import MarketConfig
@@ -170,7 +170,8 @@ class Learner:
 
     def reset(self, context: EpisodeContext) -> None:
         role = "seller" if context.slot == 0 else "buyer"
-        self.agent = LLMAgent(parse_spec(self.spec), role, None, LLMAgentConfig(), {})
+        spec = parse_spec(self.spec)
+        self.agent = LLMAgent(spec, role, None, agent_config(spec), {})
         self.agent.reset(context)
         self.context = context
         self.stream = Stream()

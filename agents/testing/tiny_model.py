@@ -1,9 +1,10 @@
 """Build a tiny random chat model (tokenizer + Qwen2 weights) for tests, in a few seconds.
 
-The tokenizer is a byte-level BPE trained on generated negotiation transcripts in the arena's text
-protocol (Thought/Target/Talk/Action lines with dollar prices), so prompts and answers tokenize
-into realistic pieces. The model is a randomly initialised Qwen2ForCausalLM: its outputs are
-gibberish, but it exercises the full load/template/pad/generate/decode path of every back-end.
+The tokenizer is a byte-level BPE trained on the project's own prompts and scripted replies
+(:func:`prompt_corpus`), with every digit a token of its own, so prompts are short and prices are
+read digit by digit. The model is a randomly initialised Qwen2ForCausalLM: its outputs are
+gibberish, but it exercises the full load/template/pad/generate/decode path of every back-end
+(:mod:`agents.testing.pretrain` then teaches it to copy prices, for the learning leagues).
 
 Usage: python -m agents.testing.tiny_model OUT_DIR
 """
@@ -11,9 +12,16 @@ Usage: python -m agents.testing.tiny_model OUT_DIR
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
-import numpy as np
+from agents.engine import run_episodes
+from agents.finetune import chat_examples, conversations
+from agents.llm import LLMAgentConfig
+from agents.prompts import PROMPT_STYLES
+from arena.catalog import default_catalog
+from arena.config import get_preset
+from arena.scenarios import make_scenarios
 
 BOS_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -30,75 +38,40 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
-ITEMS = ("bicycle", "desk lamp", "guitar", "used laptop", "camera", "sofa", "kettle", "bookshelf")
-SELLER_TALK = (
-    "This {item} is in great shape, I can do ${price}.",
-    "Best I can offer is ${price}, it is a fair price.",
-    "Other buyers are interested, ${price} and it is yours.",
-    "I can't go lower than ${price}.",
-)
-BUYER_TALK = (
-    "Would you take ${price} for the {item}?",
-    "My budget is tight, how about ${price}?",
-    "I like it, but ${price} is my limit.",
-    "Deal at ${price} if you can ship today.",
-)
-THOUGHTS = (
-    "The offer is close to my limit, I should push a little.",
-    "Buyer {target} seems eager; hold the price.",
-    "I have few messages left, I should close soon.",
-    "This is below my budget, accept it.",
-)
+CORPUS_SELLERS = ("scripted:prober", "scripted:satisficer", "scripted:time")
+CORPUS_BUYERS = ("scripted:time", "scripted:tit-for-tat", "scripted:hardliner")
+CORPUS_PRESETS = ("in-distribution", "multi-product")
 
 
-def _price(rng: np.random.Generator, low: float, high: float) -> str:
-    return f"{rng.uniform(low, high):.2f}"
+@functools.cache
+def prompt_corpus(seed: int, episodes: int = 24) -> tuple[str, ...]:
+    """Deterministic tokenizer training text: the project's own prompts as ChatML.
 
-
-def negotiation_turn(rng: np.random.Generator, role: str, item: str, n_buyers: int) -> str:
-    """One protocol-formatted answer (Section 4.1 text protocol) with random prices."""
-    price = _price(rng, 5.0, 500.0)
-    target = int(rng.integers(1, n_buyers + 1))
-    thought = THOUGHTS[int(rng.integers(len(THOUGHTS)))].format(target=target)
-    if role == "seller":
-        talk = SELLER_TALK[int(rng.integers(len(SELLER_TALK)))].format(item=item, price=price)
-        action = ("[SELL] $" + price, "[DEAL] $" + price, "[QUIT]")[int(rng.integers(3))]
-        return f"Thought: {thought}\nTarget: {target}\nTalk: {talk}\nAction: {action}"
-    talk = BUYER_TALK[int(rng.integers(len(BUYER_TALK)))].format(item=item, price=price)
-    action = ("[BUY] $" + price, "[DEAL]", "[QUIT]")[int(rng.integers(3))]
-    return f"Thought: {thought}\nTalk: {talk}\nAction: {action}"
-
-
-def negotiation_dialogue(rng: np.random.Generator) -> str:
-    """A ChatML transcript: system brief, observation, and a protocol answer, a few rounds."""
-    item = ITEMS[int(rng.integers(len(ITEMS)))]
-    n_buyers = int(rng.integers(1, 5))
-    role = "seller" if rng.random() < 0.5 else "buyer"
-    secret = "cost" if role == "seller" else "budget"
-    parts = [
-        f"{IM_START}system\nYou are the {role} of a {item}. "
-        f"Your private {secret} is ${_price(rng, 5.0, 500.0)}.{IM_END}\n"
-    ]
-    for _ in range(int(rng.integers(1, 4))):
-        parts.append(
-            f"{IM_START}user\nMessages left: {int(rng.integers(1, 30))}. "
-            f"Last offer: ${_price(rng, 5.0, 500.0)}.{IM_END}\n"
-        )
-        parts.append(
-            f"{IM_START}assistant\n{negotiation_turn(rng, role, item, n_buyers)}{IM_END}\n"
-        )
-    return "".join(parts)
-
-
-def negotiation_corpus(seed: int, n_dialogues: int = 400) -> list[str]:
-    """Deterministic training text for the tokenizer."""
-    rng = np.random.default_rng(seed)
-    return [negotiation_dialogue(rng) for _ in range(n_dialogues)]
+    Scripted sellers and buyers play ``episodes`` episodes of each of ``CORPUS_PRESETS`` on the
+    packaged catalogue, and every seat's chat is rendered as an LLM agent would see it, in each
+    prompt style the market allows, with the replies sent. A tokenizer trained on this knows the
+    prompt vocabulary, so the full seller prompt is a few hundred tokens instead of ~1,700.
+    """
+    texts = []
+    for preset in CORPUS_PRESETS:
+        market = get_preset(preset)
+        scenarios = make_scenarios(market, default_catalog(), seed, episodes)
+        records = []
+        for k, seller in enumerate(CORPUS_SELLERS):
+            records += run_episodes(market, scenarios[k :: len(CORPUS_SELLERS)], seller,
+                                    list(CORPUS_BUYERS))[0]  # fmt: skip
+        for style in PROMPT_STYLES:
+            if style == "compact" and market.num_products > 1:
+                continue
+            examples = chat_examples(records, market, agent=LLMAgentConfig(prompt=style))
+            for _, chat in conversations(examples):
+                texts.append("".join(f"{IM_START}{r}\n{c}{IM_END}\n" for r, c in chat))
+    return tuple(texts)
 
 
 def build_tokenizer(seed: int, vocab_size: int, max_positions: int = MAX_POSITIONS):
     # -> transformers.PreTrainedTokenizerFast
-    """Train a byte-level BPE on the negotiation corpus and wrap it for transformers."""
+    """Train a byte-level BPE on :func:`prompt_corpus` and wrap it for transformers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -108,7 +81,14 @@ def build_tokenizer(seed: int, vocab_size: int, max_positions: int = MAX_POSITIO
             f"{256 + len(SPECIAL_TOKENS)} (256 bytes + special tokens)"
         )
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Digits are single tokens, so a price is copied digit by digit whatever its value (a merged
+    # "19.99" would be one opaque token, learnt per product instead of read).
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -116,7 +96,7 @@ def build_tokenizer(seed: int, vocab_size: int, max_positions: int = MAX_POSITIO
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(negotiation_corpus(seed), trainer)
+    tokenizer.train_from_iterator(prompt_corpus(seed), trainer)
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token=BOS_TOKEN,
@@ -131,7 +111,7 @@ def build_tokenizer(seed: int, vocab_size: int, max_positions: int = MAX_POSITIO
 def build_tiny_model(
     out_dir: str | Path,
     seed: int = 0,
-    vocab_size: int = 512,
+    vocab_size: int = 1024,
     hidden: int = 64,
     layers: int = 2,
     heads: int = 4,
@@ -181,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build a tiny random chat model for tests.")
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--vocab-size", type=int, default=512)
+    parser.add_argument("--vocab-size", type=int, default=1024)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)

@@ -16,7 +16,7 @@ from agents.testing.tiny_model import (
     IM_END,
     IM_START,
     build_tiny_model,
-    negotiation_corpus,
+    prompt_corpus,
 )
 
 PROTOCOL_TEXT = (
@@ -66,13 +66,22 @@ def chat(user: str, **sampling: float | int | None) -> ChatRequest:
     )
 
 
-def test_corpus_is_protocol_text_and_deterministic_per_seed() -> None:
-    corpus = negotiation_corpus(seed=3, n_dialogues=20)
-    assert corpus == negotiation_corpus(seed=3, n_dialogues=20)
-    assert corpus != negotiation_corpus(seed=4, n_dialogues=20)
+def test_corpus_is_the_projects_own_prompts_and_deterministic_per_seed() -> None:
+    corpus = prompt_corpus(seed=3, episodes=3)
+    assert corpus == prompt_corpus(seed=3, episodes=3)
+    assert corpus != prompt_corpus(seed=4, episodes=3)
     text = "".join(corpus)
     for marker in ("Thought: ", "Talk: ", "Action: [", "Target: ", " $", IM_START, IM_END):
         assert marker in text
+    assert "=== Standing offers ===" in text  # the full style
+    assert "Messages left:" in text  # the compact style
+    assert "Product: 1" in text  # the multi-product protocol
+
+
+def test_every_digit_is_a_token_of_its_own(tiny_model_dir: Path) -> None:
+    tokenizer = load_tokenizer(tiny_model_dir)
+    pieces = tokenizer.tokenize("Action: [SELL] $1,234.50")
+    assert pieces[-8:] == ["1", ",", "2", "3", "4", ".", "5", "0"]
 
 
 def test_tokenizer_round_trips_exactly_through_backend_loader(tiny_model_dir: Path) -> None:
@@ -86,7 +95,7 @@ def test_tokenizer_round_trips_exactly_through_backend_loader(tiny_model_dir: Pa
         assert loaded.decode(ids) == text
     assert loaded.padding_side == "left"
     assert (loaded.eos_token, loaded.pad_token) == (IM_END, "<|pad|>")
-    assert len(loaded) == 512
+    assert len(loaded) == 1024
 
 
 def test_chat_template_is_chatml_with_special_tokens_as_single_ids(tiny_model_dir: Path) -> None:
@@ -109,7 +118,7 @@ def test_tiny_model_build_is_reproducible_for_a_seed(tmp_path: Path, tiny_model_
     assert (config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]) == (
         64,
         2,
-        512,
+        1024,
     )
 
 

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from agents.engine import play_scenarios, run_episodes
-from agents.finetune import chat_examples, fit_on_transcripts, tokenize_example
+from agents.finetune import (
+    FitConfig,
+    chat_examples,
+    conversations,
+    encode_chat,
+    fit_on_transcripts,
+)
+from agents.llm import LLMAgentConfig
 from agents.testing.http_server import ScriptedChatServer
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -60,7 +67,9 @@ def test_replayed_prompts_equal_the_prompts_the_agents_were_sent() -> None:
 
 
 def test_history_zero_examples_carry_only_system_and_observation() -> None:
-    examples = chat_examples(scripted_records(2, 0), CONFIG, roles=("seller",), history=0)
+    examples = chat_examples(
+        scripted_records(2, 0), CONFIG, roles=("seller",), agent=LLMAgentConfig(history=0)
+    )
     assert examples and all([r for r, _ in e.messages] == ["system", "user"] for e in examples)
 
 
@@ -75,23 +84,64 @@ def test_records_without_turns_or_from_another_market_are_rejected() -> None:
         chat_examples([record], roles=("auctioneer",))
 
 
-def test_reply_tokens_survive_left_truncation_at_their_true_positions(tiny_model_dir: Path) -> None:
+def test_a_seat_that_keeps_its_history_is_fitted_as_one_chat_per_episode() -> None:
+    records = scripted_records(3, 0)
+    examples = chat_examples(records, CONFIG, roles=("seller",))
+    chats = conversations(examples)
+    assert len(chats) == len(records)  # one seller chat per episode
+    for (role, chat), record in zip(chats, records, strict=True):
+        replies = [c for r, c in chat if r == "assistant"]
+        assert role == "seller"
+        assert replies == [t.text for t in record.result.turns if t.agent == "seller"]
+    last = [e for e in examples if e.episode == 0][-1]
+    assert chats[0][1] == (*last.messages, ("assistant", last.reply))
+    forgetful = chat_examples(records, CONFIG, roles=("seller",), agent=LLMAgentConfig(history=0))
+    assert len(conversations(forgetful)) == len(forgetful)  # no prefix to share: a chat a turn
+
+
+def test_encoded_chats_label_exactly_the_replies_and_refuse_to_be_cut(
+    tiny_model_dir: Path,
+) -> None:
     from agents.backends.hf_backend import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model_dir)
-    example = chat_examples(scripted_records(1, 0), CONFIG, roles=("seller",))[0]
-    full, start, cut = tokenize_example(tokenizer, example, 100_000)
-    short, short_start, short_cut = tokenize_example(tokenizer, example, 256)
-    assert cut == 0 and len(short) == 256
-    assert short == full[short_cut:] and short_start == start - short_cut
-    assert tokenizer.decode(full[start:]).startswith(example.reply)
+    (_, chat), *_ = conversations(chat_examples(scripted_records(1, 0), CONFIG, ("seller",)))
+    ids, labels = encode_chat(tokenizer, chat, 100_000)
+    assert len(ids) == len(labels)
+    trained = [i for i, label in zip(ids, labels, strict=True) if label != -100]
+    assert all(label in (-100, i) for i, label in zip(ids, labels, strict=True))
+    replies = "".join(c + "<|im_end|>\n" for r, c in chat if r == "assistant")
+    assert tokenizer.decode(trained) == replies
+    rendered = tokenizer.apply_chat_template(
+        [{"role": r, "content": c} for r, c in chat], tokenize=False
+    )
+    assert tokenizer.decode(ids) == rendered
+    with pytest.raises(ValueError, match="does not fit max_length=64"):
+        encode_chat(tokenizer, chat, 64)
+
+
+def test_short_talk_names_the_move_and_keeps_the_episode() -> None:
+    records = scripted_records(4, 2)
+    short = chat_examples(records, CONFIG, talk="short")
+    scripted = chat_examples(records, CONFIG)
+    assert len(short) == len(scripted)
+    for plain, brief in zip(scripted, short, strict=True):
+        plain_lines, brief_lines = plain.reply.splitlines(), brief.reply.splitlines()
+        assert [x for x in plain_lines if not x.startswith("Talk:")] == [
+            x for x in brief_lines if not x.startswith("Talk:")
+        ]
+        talk = next(x for x in brief_lines if x.startswith("Talk:"))
+        assert talk in ("Talk: Deal.", "Talk: Goodbye.") or re.fullmatch(
+            r"Talk: (My price is|I can pay) \$[\d,]+\.\d\d\.", talk
+        )
 
 
 def test_fitting_is_reproducible_for_a_seed(tiny_model_dir: Path, tmp_path: Path) -> None:
     records = scripted_records(2, 0)
+    fit = FitConfig(steps=3, learning_rate=1e-3, seed=7, batch_size=2)
     runs = [
-        fit_on_transcripts(tiny_model_dir, records, tmp_path / f"fit{i}", steps=3, lr=1e-3,
-                           seed=7, batch_size=2, max_length=128)
+        fit_on_transcripts(tiny_model_dir, records, tmp_path / f"fit{i}", fit,
+                           agent=LLMAgentConfig(prompt="compact"))
         for i in range(2)
     ]  # fmt: skip
     assert runs[0].losses == runs[1].losses and len(runs[0].losses) == 3
@@ -102,7 +152,7 @@ def test_fitting_is_reproducible_for_a_seed(tiny_model_dir: Path, tmp_path: Path
 def seller_parse_rate(model: Path) -> tuple[float, float]:
     """(share of seller messages that parse, share that are valid) over 16 fresh episodes."""
     scenarios = make_scenarios(CONFIG, load_catalog(None), 99, 16)
-    spec = f"hf:{model}?device=cpu&temperature=0&max_tokens=64&history=0&batch_size=16"
+    spec = f"hf:{model}?device=cpu&temperature=0&max_tokens=64&prompt=compact&batch_size=16"
     records, _ = run_episodes(CONFIG, scenarios, spec, ["scripted:time"])
     turns = [t for r in records for t in r.result.turns if t.agent == "seller"]
     return sum(t.kind is not None for t in turns) / len(turns), sum(t.valid for t in turns) / len(
@@ -114,22 +164,15 @@ def seller_parse_rate(model: Path) -> tuple[float, float]:
 def test_a_briefly_fitted_tiny_model_mostly_writes_parseable_seller_messages(
     tiny_model_dir: Path, tmp_path: Path, one_thread: None
 ) -> None:
-    """Random weights write garbage; a short fit on scripted play teaches the format.
-
-    Recipe (cheap on CPU): 200 steps on 256-token windows (the reply and the latest context, at
-    their true positions), then 80 steps on whole prompts so the model copes with the full
-    ~1,700-token seller prompt it reads at play time.
-    """
+    """Random weights write garbage; a short fit on scripted play teaches the format: whole
+    seller chats in the compact prompt style, with short talk (cheap on CPU)."""
     before, _ = seller_parse_rate(tiny_model_dir)
     records = scripted_records(32, 1)
-    warm = fit_on_transcripts(tiny_model_dir, records, tmp_path / "warm", steps=200, lr=3e-3,
-                              seed=0, roles=("seller",), batch_size=8, max_length=256,
-                              history=0)  # fmt: skip
-    fitted = fit_on_transcripts(tmp_path / "warm", records, tmp_path / "fitted", steps=80,
-                                lr=1e-3, seed=1, roles=("seller",), batch_size=1,
-                                max_length=2048, history=0)  # fmt: skip
+    fit = FitConfig(steps=120, learning_rate=3e-3, warmup_steps=10, batch_size=4)
+    report = fit_on_transcripts(tiny_model_dir, records, tmp_path / "fitted", fit,
+                                roles=("seller",), agent=LLMAgentConfig(prompt="compact"),
+                                talk="short")  # fmt: skip
     after, valid = seller_parse_rate(tmp_path / "fitted")
-    assert warm.losses[-1] < warm.losses[0] / 4
-    assert fitted.losses[0] < warm.losses[0] / 2
+    assert report.losses[-1] < report.losses[0] / 4
     assert before < 0.05
     assert after > 0.5, (after, valid)

@@ -15,12 +15,14 @@ from agents.prompts import (
     persona_text,
     personas,
     seller_system_prompt,
+    system_prompt,
     template,
     template_names,
 )
-from arena.catalog import Product
+from arena.catalog import Product, load_catalog
 from arena.config import MarketConfig, get_preset
-from arena.game import Market
+from arena.game import BuyerView, Market, SellerView
+from arena.money import format_price
 from arena.protocol import BuyerMessage, Kind, SellerMessage, parse_buyer, parse_seller
 from arena.scenarios import Scenario, make_scenario
 
@@ -228,3 +230,52 @@ def test_narration_note_shows_the_fixed_move() -> None:
     note = narration_note("Target: 2\nAction: [SELL] $10.00")
     assert "Target: 2\nAction: [SELL] $10.00" in note
     assert "unchanged" in note
+
+
+# --- the compact style -------------------------------------------------------------------------
+
+
+def compact_views(seed: int = 0) -> tuple[SellerView, BuyerView]:
+    """The seller's first view (openings made) and buyer 1's view once the seller has made it an
+    offer, in a scripted episode."""
+    from agents.driver import Episode
+    from agents.scripted import make_scripted
+    from agents.specs import parse_spec
+
+    config = get_preset("in-distribution")
+    scenario = make_scenario(config, load_catalog(None), seed, 0)
+    players = [make_scripted(parse_spec("scripted:prober"), "seller")]
+    players += [make_scripted(parse_spec("scripted:time"), "buyer") for _ in range(3)]
+    episode = Episode(config, scenario, players)
+    market = episode.market
+    episode.advance(stop_at=3)  # the three openings
+    seller = market.seller_view()
+    episode.advance(stop_at=5)  # the prober probed buyer 1, who replied
+    return seller, market.buyer_view(0)
+
+
+def test_compact_prompts_carry_the_rules_and_values_in_far_fewer_characters() -> None:
+    seller, buyer = compact_views()
+    product = seller.products[0]
+    compact = system_prompt(seller, 7, style="compact") + observation(seller, "compact")
+    full = system_prompt(seller, 7) + observation(seller)
+    rules = ("7 messages", "at most 3 per buyer", "Thought:", "Target:", "Talk:", "Action:")
+    for needed in (format_price(product.list_price), format_price(product.cost), *rules):
+        assert needed in compact, needed
+    for channel in seller.channels:
+        assert all(format_price(b) in compact for b in channel.bids.values())
+    assert len(compact) < len(full) / 2
+    buyer_text = system_prompt(buyer, 7, style="compact") + observation(buyer, "compact")
+    assert format_price(buyer.valuations[0]) in buyer_text
+    assert format_price(product.cost) not in buyer_text  # the seller's cost stays sealed
+    assert "Seller action: [SELL]" in buyer_text
+
+
+def test_the_compact_style_is_refused_for_several_products_and_unknown_styles() -> None:
+    config = get_preset("multi-product")
+    scenario = make_scenario(config, load_catalog(None), 0, 0)
+    view = Market(config, scenario).view("buyer_1")
+    with pytest.raises(ValueError, match="single-product"):
+        system_prompt(view, config.total_turns, style="compact")
+    with pytest.raises(ValueError, match="prompt='tiny' is unknown"):
+        system_prompt(view, config.total_turns, style="tiny")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
 from agents.engine import play_scenarios
-from arena.catalog import Product, default_catalog
+from arena.catalog import Product, default_catalog, load_catalog
 from arena.config import PAPER_TIERS, MarketConfig, get_preset
 from arena.money import cents
 from arena.scenarios import make_scenario, make_scenarios
@@ -147,3 +148,36 @@ def test_scenarios_work_with_a_hand_made_catalogue():
     catalog = [Product("x_1", "x", "Thing", "", "", 34.99, 18.75)]
     sc = make_scenario(get_preset("in-distribution"), catalog, 0, 0)
     assert sc.products == (catalog[0],)
+
+
+def test_price_jitter_scales_every_price_of_a_scenario_by_one_factor():
+    base = get_preset("in-distribution")
+    jittered = dataclasses.replace(base, price_jitter=1.5)
+    catalog = load_catalog(None)
+    factors = []
+    for index in range(20):
+        plain = make_scenario(base, catalog, 3, index)
+        moved = make_scenario(jittered, catalog, 3, index)
+        factor = moved.products[0].list_price / plain.products[0].list_price
+        factors.append(factor)
+        assert math.exp(-1.5) - 0.01 <= factor <= math.exp(1.5) + 0.01
+        for old, new in [
+            (plain.products[0].cost, moved.products[0].cost),
+            *zip(plain.budgets, moved.budgets, strict=True),
+            *zip(plain.first_offers, moved.first_offers, strict=True),
+        ]:
+            assert abs(new - old * factor) <= 0.02 + 1e-3 * new  # cents rounding
+        # Every other draw is the unjittered scenario's: tiers, pools, episode seed.
+        assert (moved.tiers, moved.slot_draws, moved.episode_seed) == (
+            plain.tiers,
+            plain.slot_draws,
+            plain.episode_seed,
+        )
+    assert max(factors) / min(factors) > 3  # prices really move
+    assert make_scenario(jittered, catalog, 3, 0) == make_scenario(jittered, catalog, 3, 0)
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 3.5, float("nan")])
+def test_a_price_jitter_outside_0_to_3_is_refused(jitter: float):
+    with pytest.raises(ValueError, match="price_jitter must lie in"):
+        dataclasses.replace(get_preset("in-distribution"), price_jitter=jitter)

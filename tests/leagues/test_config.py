@@ -127,3 +127,47 @@ def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
     assert {"tiny-league", "vllm-league"} <= set(leagues)
     train = leagues["vllm-league"].learner.train
     assert train.use_vllm and train.vllm_mode == "colocate" and train.device != "cuda"
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_learning_league_trains_in_a_jittered_market_and_evaluates_in_the_preset():
+    config = LeagueConfig.from_toml(EXAMPLES / "learning-league.toml")
+    evaluation, training = config.market_config(), config.train_market_config()
+    assert evaluation == LeagueConfig.from_toml(EXAMPLES / "learning-league.toml").market_config()
+    assert (evaluation.total_turns, evaluation.num_buyers, evaluation.per_buyer_cap) == (7, 3, 3)
+    assert evaluation.price_jitter == 0.0 and training.price_jitter == 1.5
+    assert config.learner.prompt == "compact"
+    assert config.learner.tiny.copy_pretrain_steps > 0
+
+
+def learner_toml(extra: str) -> str:
+    return ISSUE_CONFIG + extra
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('prompt = "tiny"\n', "league.learner.prompt must be one of full, compact"),
+        ('warm_start_talk = "loud"\n', "warm_start_talk must be scripted or short"),
+        ('warm_start = "scripted:prober,hf:/x"\n', "must name scripted agents"),
+        ('warm_start = "scripted:prober,scripted:nobody"\n', r"warm_start\[1\]"),
+        (
+            'train_market = { num_buyers = 2, budget_mode = "uniform", total_turns = 5 }\n',
+            "must equal",
+        ),
+        ("train_market = { price_jitter = 9.0 }\n", "price_jitter must lie in"),
+        ("[league.learner.tiny]\nhidden = 100\nheads = 8\n", "divisible by heads=8"),
+        ("[league.learner.tiny]\nwidth = 3\n", "unknown key 'width'"),
+    ],
+)
+def test_model_side_settings_are_checked_with_the_key_named(tmp_path, extra, message):
+    with pytest.raises(ValueError, match=message):
+        LeagueConfig.from_toml(write(tmp_path, learner_toml(extra)))
+
+
+def test_a_warm_start_may_mix_scripted_agents(tmp_path):
+    text = learner_toml('warm_start = "scripted:prober, scripted:satisficer"\n')
+    config = LeagueConfig.from_toml(write(tmp_path, text))
+    assert config.learner.warm_start_specs == ["scripted:prober", "scripted:satisficer"]
