@@ -134,6 +134,16 @@ def seller_text(
     return _fit("\n\n".join(parts))
 
 
+def seller_move(view: BuyerView) -> tuple[str | None, int]:
+    """The seller's latest move on the buyer's channel (its quoted Talk and its action, two
+    lines; None before the first) and how many messages the seller has sent it."""
+    moves = [e for e in view.events if e.speaker == "seller"]
+    if not moves:
+        return None, 0
+    last = moves[-1]
+    return f"Seller says: {quote(last.talk)}\nSeller action: {action_text(last)}", len(moves)
+
+
 def buyer_text(view: BuyerView) -> str:
     """Buyer ``view.buyer``'s per-turn message: only what the seller addressed to it."""
     if view.opening:
@@ -141,14 +151,8 @@ def buyer_text(view: BuyerView) -> str:
         if view.regulated_opening is not None:
             head += f" Your opening offer must be exactly {format_price(view.regulated_opening)}."
     else:
-        seller_events = [e for e in view.events if e.speaker == "seller"]
-        last = seller_events[-1] if seller_events else None
-        head = (
-            f"Seller says: {quote(last.talk)}\nSeller action: {action_text(last)}"
-            if last is not None
-            else "Waiting for the seller."
-        )
-        used = len(seller_events)
+        move, used = seller_move(view)
+        head = move or "Waiting for the seller."
         head += f"\n(The seller has used {used} of at most {view.max_rounds} messages with you.)"
     if view.rejected:
         head += (
@@ -177,14 +181,9 @@ def compact_buyer_text(view: BuyerView) -> str:
     if view.opening:
         head = "Make your opening offer."
     else:
-        seller_events = [e for e in view.events if e.speaker == "seller"]
-        last = seller_events[-1] if seller_events else None
-        head = (
-            f"Seller says: {quote(last.talk)}\nSeller action: {action_text(last)}"
-            if last is not None
-            else "Waiting."
-        )
-        head += f"\nSeller messages to you: {len(seller_events)} of {view.max_rounds}."
+        move, used = seller_move(view)
+        head = move or "Waiting."
+        head += f"\nSeller messages to you: {used} of {view.max_rounds}."
     if view.rejected:
         head += f"\nRejected ({view.rejected}). Reply again."
     return _fit(head)
