@@ -113,7 +113,7 @@ def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     """
     from agents import make_agent
     from agents.driver import play_episode
-    from agents.finetune import fit_on_transcripts
+    from agents.finetune import FitConfig, fit_on_transcripts
     from arena.catalog import load_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenarios
@@ -137,7 +137,8 @@ def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
                 seller, buyers = make_agent("scripted:prober", "seller"), [Lowballer()]
             records.append(play_episode(market, scenario, seller, buyers))
         out = base.parent / role
-        fit_on_transcripts(base, records, out, steps=120, lr=3e-3, config=market, roles=(role,))
+        fit = FitConfig(steps=120, learning_rate=3e-3)
+        fit_on_transcripts(base, records, out, fit, config=market, roles=(role,))
         models[role] = out
     return models
 
