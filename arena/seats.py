@@ -23,6 +23,16 @@ def buyer_index(seat: str) -> int:
     return int(number) - 1
 
 
+def channel_of(seat: str, num_buyers: int) -> int | None:
+    """The 0-based channel of ``seat`` in a market of ``num_buyers`` buyers, or None where no
+    buyer holds it: a seller message to ``Target: 0`` or ``Target: 9`` is recorded as sent to
+    ``buyer_0`` or ``buyer_9`` (a violation with no channel)."""
+    number = seat.removeprefix(BUYER_PREFIX)
+    if number == seat or not number.isdigit() or not 1 <= int(number) <= num_buyers:
+        return None
+    return int(number) - 1
+
+
 def buyer_seats(num_buyers: int) -> list[str]:
     """``buyer_1`` .. ``buyer_N``."""
     return [buyer_seat(i) for i in range(num_buyers)]

@@ -17,7 +17,14 @@ from arena_cli.console import console, guard, say
 from arena_cli.options import JsonOpt, ReadDbOpt, writable_file, writable_folder
 from leagues.report import league_sections
 from tournaments.browser import DEFAULT_CAP
-from tournaments.leaderboard import leaderboard, render_table, stored_anchor, stored_lineups
+from tournaments.leaderboard import (
+    add_names,
+    leaderboard,
+    render_table,
+    stored_anchor,
+    stored_lineups,
+    stored_names,
+)
 from tournaments.ratings import RatingConfig
 from tournaments.report import write_report
 from tournaments.store import load_records
@@ -61,6 +68,7 @@ def ratings(
         usage, prices = stored_usage(db, tournament), parse_prices(price or [])
         check_prices(prices, usage)
         add_usage(rows, records, role, entries, usage, prices)
+        add_names(rows, stored_names(db))
         return rows
 
     rows = guard(run)

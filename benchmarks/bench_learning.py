@@ -14,8 +14,16 @@ reads everything back from the league's database:
     python benchmarks/bench_learning.py                                  # the learning league
     python benchmarks/bench_learning.py --config my.toml --db runs/my.db --no-run   # read only
 
-It writes ``bench_learning.json`` (and ``learning_curves.png``, ``held_out.png``) next to the
-database and prints the table docs/training.md quotes, with the issue's targets checked.
+    python benchmarks/bench_learning.py --config examples/coevolution-league.toml \
+        --db runs/coevolution.db --role buyer                           # the buyer lineage
+
+With ``--role buyer`` the rows are the buyers (a buyer entry that fills every buyer seat: the
+base and each buyer checkpoint, and the scripted buyers), their figure the buyer side's reward
+(mean over the seats) against the same sellers on the same scenarios.
+
+It writes ``bench_learning[-buyer].json`` (and ``learning_curves.png``, ``held_out[-buyer].png``)
+next to the database and prints the table docs/training.md quotes, with the issue's targets
+checked.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from arena.buyer_metrics import episode_buyer_side_reward
 from arena.estimates import estimate
 from arena.metrics import episode_deal, episode_deal_on_top_buyer
 from arena.records import EpisodeRecord
@@ -39,22 +48,35 @@ from leagues.state import league_ratings, league_records, training_steps
 from tournaments.store import Store
 
 EpisodeMetric = Callable[[EpisodeRecord], float | None]
-FIGURES: dict[str, EpisodeMetric] = {
-    "reward": lambda r: r.result.seller_reward,
-    "deal_rate": episode_deal,
-    "top_buyer_rate": episode_deal_on_top_buyer,
+FIGURES: dict[str, dict[str, EpisodeMetric]] = {
+    "seller": {
+        "reward": lambda r: r.result.seller_reward,
+        "deal_rate": episode_deal,
+        "top_buyer_rate": episode_deal_on_top_buyer,
+    },
+    "buyer": {
+        "reward": episode_buyer_side_reward,
+        "deal_rate": episode_deal,
+        "top_buyer_rate": episode_deal_on_top_buyer,
+    },
 }
-"""Held-out figures per seller (the top-buyer rate counts deals only)."""
+"""Held-out figures per role (the top-buyer rate counts deals only)."""
 STEP_KEYS = ("league_step", *[column for column, _ in CURVES], "seconds")
 
 
-def by_seller(records: Sequence[EpisodeRecord]) -> dict[str, dict[tuple, EpisodeRecord]]:
-    """Each seller's evaluation episodes by (scenario seed, index, buyer lineup)."""
+def by_agent(records: Sequence[EpisodeRecord], role: str) -> dict[str, dict[tuple, EpisodeRecord]]:
+    """Each agent's evaluation episodes, keyed so that two agents' keys pair the same scenario
+    and the same opponents: a seller by (scenario, buyer lineup); a buyer (filling every buyer
+    seat) by (scenario, seller)."""
     out: dict[str, dict[tuple, EpisodeRecord]] = {}
     for record in records:
-        if record.result.outcome != "error":
-            key = (record.scenario.seed, record.scenario.index, record.buyers)
-            out.setdefault(record.seller, {})[key] = record
+        if record.result.outcome == "error":
+            continue
+        scenario = (record.scenario.seed, record.scenario.index)
+        if role == "seller":
+            out.setdefault(record.seller, {})[(*scenario, record.buyers)] = record
+        elif len(set(record.buyers)) == 1:
+            out.setdefault(record.buyers[0], {})[(*scenario, record.seller)] = record
     return out
 
 
@@ -74,35 +96,37 @@ def paired(
     return {"mean": own.mean, "se": own.se, "n": own.n, "gain": gain.mean, "gain_se": gain.se}
 
 
-def held_out(store: Store, league: str) -> list[dict[str, Any]]:
-    """One row per seller of the league: its held-out figures, paired against the base."""
+def held_out(store: Store, league: str, role: str = "seller") -> list[dict[str, Any]]:
+    """One row per agent of ``role`` in the league: its held-out figures, paired against the
+    base."""
     records, _ = league_records(store, league)
-    sellers = by_seller(records)
+    players = by_agent(records, role)
     agents = {
         a["spec"]: a
-        for a in store.db.query("SELECT spec, label, generation FROM agents WHERE role = 'seller'")
+        for a in store.db.query("SELECT spec, label, generation FROM agents WHERE role = ?", [role])
     }
-    base = next(spec for spec in sellers if agents.get(spec, {}).get("label") == "base")
+    base = next(spec for spec in players if agents.get(spec, {}).get("label") == "base")
     rows = []
-    for spec, episodes in sellers.items():
+    for spec, episodes in players.items():
         agent = agents.get(spec, {"label": spec, "generation": None})
         row: dict[str, Any] = {
             "agent": agent["label"],
             "spec": spec,
             "generation": agent["generation"],
         }
-        for name, metric in FIGURES.items():
-            row[name] = paired(episodes, sellers[base], metric)
+        for name, metric in FIGURES[role].items():
+            row[name] = paired(episodes, players[base], metric)
         rows.append(row)
     return sorted(rows, key=lambda r: (r["generation"] is None, r["generation"] or 0, r["agent"]))
 
 
-def ratings_after(store: Store, league: str, generation: int) -> dict[str, dict[str, Any]]:
-    """Seller ratings after ``generation``, by agent spec."""
+def ratings_after(store: Store, league: str, generation: int, role: str) -> dict[str, Any]:
+    """Ratings of ``role`` after ``generation``, by agent spec (a buyer by its entry label,
+    which for an entry of one spec is the spec)."""
     return {
         r["agent"]: r
         for r in league_ratings(store, league)
-        if r["generation"] == generation and r["role"] == "seller"
+        if r["generation"] == generation and r["role"] == role
     }
 
 
@@ -112,31 +136,39 @@ def step_seconds(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {"mean": est.mean, "se": est.se, "steps": est.n}
 
 
-def targets(rows: Sequence[dict[str, Any]], ratings: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The issue's bar: the last checkpoint +0.10 over the base, deal rate >= 0.3, its rating
-    interval above the base's, ratings rising by generation; and the stretch: above satisficer."""
-    learner = [r for r in rows if r["generation"]]
+def targets(
+    rows: Sequence[dict[str, Any]], ratings: dict[str, dict[str, Any]], role: str
+) -> dict[str, Any]:
+    """The issue's bar: the last checkpoint +0.10 over the base, deal rate >= 0.3 (sellers),
+    its rating interval above the base's, ratings rising by generation, the newest checkpoint
+    above its parent; and the sellers' stretch: above satisficer."""
+    learner = sorted((r for r in rows if r["generation"]), key=lambda r: r["generation"])
     if not learner:
         return {}
-    last = max(learner, key=lambda r: r["generation"])
+    last = learner[-1]
+    parent = learner[-2] if len(learner) > 1 else next(r for r in rows if r["agent"] == "base")
     base = next(r for r in rows if r["agent"] == "base")
 
-    def rating(row: dict[str, Any]) -> dict[str, Any]:
-        return ratings.get(row["spec"], {})
+    def rating(row: dict[str, Any]) -> float | None:
+        return ratings.get(row["spec"], {}).get("rating")
 
-    rises = [rating(r).get("rating") for r in sorted(learner, key=lambda r: r["generation"])]
-    satisficer = next((r for r in rows if r["spec"] == "scripted:satisficer"), None)
-    return {
+    rises = [rating(base), *map(rating, learner)]
+    out = {
         "gain_over_base": last["reward"]["gain"] >= 0.10,
-        "deal_rate": last["deal_rate"]["mean"] >= 0.3,
-        "interval_above_base": (rating(last).get("ci_low") or -math.inf)
-        > (rating(base).get("ci_high") or math.inf),
+        "interval_above_base": (ratings.get(last["spec"], {}).get("ci_low") or -math.inf)
+        > (ratings.get(base["spec"], {}).get("ci_high") or math.inf),
         "ratings_rise": all(
             a is not None and b is not None and b > a for a, b in itertools.pairwise(rises)
         ),
-        "above_satisficer": satisficer is not None
-        and (rating(last).get("rating") or -math.inf) > (rating(satisficer).get("rating") or 0),
+        "newest_above_parent": (rating(last) or -math.inf) > (rating(parent) or math.inf),
     }
+    if role == "seller":
+        satisficer = next((r for r in rows if r["spec"] == "scripted:satisficer"), None)
+        out["deal_rate"] = last["deal_rate"]["mean"] >= 0.3
+        out["above_satisficer"] = satisficer is not None and (rating(last) or -math.inf) > (
+            rating(satisficer) or math.inf
+        )
+    return out
 
 
 def plot_curves(steps: Sequence[dict[str, Any]], path: Path) -> None:
@@ -162,7 +194,7 @@ def plot_curves(steps: Sequence[dict[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
-def plot_held_out(rows: Sequence[dict[str, Any]], path: Path) -> None:
+def plot_held_out(rows: Sequence[dict[str, Any]], role: str, path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -185,7 +217,7 @@ def plot_held_out(rows: Sequence[dict[str, Any]], path: Path) -> None:
                    label=r["agent"])  # fmt: skip
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("generation")
-    ax.set_ylabel("held-out mean seller reward")
+    ax.set_ylabel(f"held-out mean {role} reward")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
@@ -204,31 +236,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", type=Path, default=Path("runs/learning.db"))
     parser.add_argument("--no-run", dest="run", action="store_false",
                         help="only read the database back")  # fmt: skip
+    parser.add_argument("--role", choices=("seller", "buyer"), default="seller",
+                        help="whose held-out figures and ratings to report")  # fmt: skip
     args = parser.parse_args(argv)
     config = LeagueConfig.from_toml(args.config)
+    role = args.role
     started = time.perf_counter()
     if args.run:
         run_league(config, args.db, report=False)
     seconds = time.perf_counter() - started
     with Store.open(args.db, read_only=True) as store:
-        steps = training_steps(store, config.name)
-        rows = held_out(store, config.name)
-        ratings = ratings_after(store, config.name, config.generations)
+        steps = [s for s in training_steps(store, config.name) if s.get("side") in (None, role)]
+        rows = held_out(store, config.name, role)
+        ratings = ratings_after(store, config.name, config.generations, role)
     for row in rows:
         row["rating"] = {k: ratings.get(row["spec"], {}).get(k) for k in ("rating", "ci_low",
                                                                         "ci_high")}  # fmt: skip
     out = args.db.parent
-    plot_curves(steps, out / "learning_curves.png")
-    plot_held_out(rows, out / "held_out.png")
+    suffix = "" if role == "seller" else f"-{role}"
+    plot_curves(steps, out / f"learning_curves{suffix}.png")
+    plot_held_out(rows, role, out / f"held_out{suffix}.png")
     result = {
         "config": str(args.config),
+        "role": role,
         "seconds_this_run": seconds,
         "seconds_per_step": step_seconds(steps),
         "held_out": rows,
-        "targets": targets(rows, ratings),
+        "targets": targets(rows, ratings, role),
         "training_steps": [{k: s.get(k) for k in STEP_KEYS} for s in steps],
     }
-    (out / "bench_learning.json").write_text(json.dumps(result, indent=2, default=str))
+    (out / f"bench_learning{suffix}.json").write_text(json.dumps(result, indent=2, default=str))
     print(f"{'agent':<22} {'gen':>3} {'rating [95%]':>18} {'reward (gain vs base)':>30} "
           f"{'deal rate (gain)':>30} {'top buyer (gain)':>30}")  # fmt: skip
     for r in rows:
@@ -246,7 +283,8 @@ def main(argv: list[str] | None = None) -> None:
           f"({per_step['steps']} steps); this run {seconds:.0f} s")  # fmt: skip
     for name, met in result["targets"].items():
         print(f"target {name}: {'met' if met else 'NOT met'}")
-    print(f"wrote {out / 'bench_learning.json'}, learning_curves.png, held_out.png")
+    print(f"wrote {out / f'bench_learning{suffix}.json'}, learning_curves{suffix}.png, "
+          f"held_out{suffix}.png")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -296,7 +296,9 @@ class LearnerConfig:
         metadata=_help(
             "scripted:<name>, or several comma-separated: before generation 1, fit the base "
             "model on those scripted agents' transcripts, in equal shares (agents.finetune): "
-            "buyers for side = buyer, else sellers; empty: start from the base model as it is."
+            "buyers for side = buyer, else sellers, played against the initial buyers; with "
+            "side = both or self-play every seat of those episodes is fitted; empty: start "
+            "from the base model as it is."
         ),
     )
     warm_start_talk: str = field(
@@ -370,7 +372,14 @@ class LearnerConfig:
 
     @property
     def warm_start_role(self) -> str:
+        """The role of the agents ``warm_start`` names: buyers for side = buyer, else sellers."""
         return "buyer" if self.side == "buyer" else "seller"
+
+    @property
+    def warm_start_roles(self) -> tuple[str, ...]:
+        """The seats the warm start fits: the learner's roles, so a learner that plays both
+        sides also learns the buyers' moves from the same episodes."""
+        return self.roles
 
     def side_of(self, generation: int) -> str:
         """The side trained in ``generation`` (1-based): ``both`` alternates, seller first."""

@@ -276,7 +276,10 @@ class LeagueRun:
                 )
         finally:
             close_backends()
-        self.log(f"{tournament.name}: {summary.played} episodes played, {summary.skipped} stored")
+        self.log(
+            f"{tournament.name}: {summary.played} episodes played"
+            f" ({summary.skipped} found already stored)"
+        )
 
     def rate(self, g: int, plan: GenerationPlan) -> GenerationPlan:
         """Anchored ratings of every league agent from every league episode so far."""

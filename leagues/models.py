@@ -114,7 +114,7 @@ def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
             folder,
             fit,
             config=config.train_market_config(),
-            roles=(learner.warm_start_role,),
+            roles=learner.warm_start_roles,
             agent=LLMAgentConfig(prompt=learner.prompt),
             talk=learner.warm_start_talk,
             log=log,

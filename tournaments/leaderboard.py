@@ -332,6 +332,21 @@ def stored_anchor(db: str | Path, role: str, tournament: str | None = None) -> s
     return default_anchor(role, sellers, [pool_label(e) for e in entries])
 
 
+def stored_names(db: str | Path) -> dict[tuple[str, str], str]:
+    """The names agents were registered under, by (spec, role), where a name was given (a
+    league's ``base`` and ``gen-3-seller``); the file is opened read-only."""
+    with Store.open(db, read_only=True) as store:
+        rows = store.db.execute("SELECT spec, role, label FROM agents").fetchall()
+    return {(spec, role): label for spec, role, label in rows if label and label != spec}
+
+
+def add_names(rows: Sequence[dict[str, Any]], names: dict[tuple[str, str], str]) -> None:
+    """Give each leaderboard row its registered ``name`` (the spec when none was given), so a
+    ratings file can be read by name."""
+    for row in rows:
+        row["name"] = names.get((row["agent"], row["role"]), row["agent"])
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -356,7 +371,8 @@ def render_table(rows: Sequence[dict[str, Any]], title: str | None = None) -> Ta
         else:
             interval = f"[{row['ci_low']:.0f}, {row['ci_high']:.0f}]"
         elo = "-" if row["elo"] is None else f"{row['elo']:.0f}"
-        cells = [str(rank), row["agent"], row["role"], rating, interval, elo]
+        agent = row["agent"] if row.get("name", row["agent"]) == row["agent"] else row["name"]
+        cells = [str(rank), agent, row["role"], rating, interval, elo]
         cells += [str(row["games"]), str(row["episodes"])]
         cells += [_fmt(row[key]) if key in row else "" for key, _ in shown]
         table.add_row(*(Text(cell) for cell in cells))

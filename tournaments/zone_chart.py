@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from arena.money import format_price
 from arena.records import EpisodeRecord
-from arena.seats import BUYER_PREFIX, SELLER, buyer_index, buyer_seat
+from arena.seats import SELLER, buyer_index, buyer_seat, channel_of
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 """Buyer colours, by slot (repeating after eight buyers)."""
@@ -60,9 +60,10 @@ def marks(record: EpisodeRecord) -> list[Mark]:
     for t in record.result.turns:
         if t.agent == SELLER:
             turn += 1
-            if not t.to.startswith(BUYER_PREFIX):
+            channel = channel_of(t.to, len(record.buyers))
+            if channel is None:
                 continue
-            speaker, buyer, x = SELLER, buyer_index(t.to), float(turn)
+            speaker, buyer, x = SELLER, channel, float(turn)
         else:
             speaker, buyer = "buyer", buyer_index(t.agent)
             x = turn + REPLY_OFFSET if turn else 0.0

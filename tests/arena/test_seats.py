@@ -9,6 +9,7 @@ from arena.seats import (
     buyer_index,
     buyer_seat,
     buyer_seats,
+    channel_of,
     seat_role,
     seat_slot,
     seats,
@@ -35,3 +36,8 @@ def test_slots_and_seats_round_trip() -> None:
 def test_a_bad_seat_name_is_refused_by_name(bad: str) -> None:
     with pytest.raises(ValueError, match="is not a buyer seat"):
         buyer_index(bad)
+
+
+def test_channel_of_names_only_the_seats_a_market_has() -> None:
+    assert [channel_of(f"buyer_{n}", 3) for n in (1, 2, 3)] == [0, 1, 2]
+    assert [channel_of(s, 3) for s in ("buyer_0", "buyer_4", "buyer_x", "seller", "")] == [None] * 5

@@ -124,9 +124,12 @@ def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
     for path in sorted(examples.glob("*.toml")):
         if "[league]" in path.read_text():
             leagues[path.stem] = LeagueConfig.from_toml(path)
-    assert {"tiny-league", "vllm-league"} <= set(leagues)
+    assert {"tiny-league", "vllm-league", "learning-league", "coevolution-league"} <= set(leagues)
     train = leagues["vllm-league"].learner.train
     assert train.use_vllm and train.vllm_mode == "colocate" and train.device != "cuda"
+    coevolution = leagues["coevolution-league"].learner
+    assert [coevolution.side_of(g) for g in (1, 2, 3, 4)] == ["seller", "buyer", "seller", "buyer"]
+    assert coevolution.warm_start_roles == ("seller", "buyer")
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -171,3 +174,18 @@ def test_a_warm_start_may_mix_scripted_agents(tmp_path):
     text = learner_toml('warm_start = "scripted:prober, scripted:satisficer"\n')
     config = LeagueConfig.from_toml(write(tmp_path, text))
     assert config.learner.warm_start_specs == ["scripted:prober", "scripted:satisficer"]
+
+
+@pytest.mark.parametrize(
+    ("side", "named", "fitted"),
+    [
+        ("seller", "seller", ("seller",)),
+        ("buyer", "buyer", ("buyer",)),
+        ("both", "seller", ("seller", "buyer")),
+        ("self-play", "seller", ("seller", "buyer")),
+    ],
+)
+def test_the_warm_start_fits_every_role_the_learner_plays(tmp_path, side, named, fitted):
+    text = ISSUE_CONFIG.replace('side = "seller"', f'side = "{side}"')
+    learner = LeagueConfig.from_toml(write(tmp_path, text)).learner
+    assert (learner.warm_start_role, learner.warm_start_roles) == (named, fitted)

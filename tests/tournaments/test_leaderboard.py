@@ -18,6 +18,7 @@ from arena.scenarios import Scenario, make_scenarios
 from tests.tournaments.episodes import ENTRIES, POOL, TFT, TIME, hand_made_base, made
 from tournaments.config import TournamentConfig
 from tournaments.leaderboard import (
+    add_names,
     comparisons,
     distinct_episodes,
     leaderboard,
@@ -25,9 +26,11 @@ from tournaments.leaderboard import (
     ratings_over_time,
     render_table,
     stored_buyer_entries,
+    stored_names,
 )
 from tournaments.ratings import RatingConfig
 from tournaments.runner import run_tournament
+from tournaments.store import Store, load_records
 
 SELLERS = ["scripted:satisficer", "scripted:prober", "scripted:time?e=0.3"]
 NO_BOOTSTRAP = RatingConfig(bootstrap_rounds=0)
@@ -282,6 +285,28 @@ def test_stored_buyer_entries_reads_the_tournament_configs(tmp_path: Path) -> No
         stored_buyer_entries(db, "c")
     with pytest.raises(FileNotFoundError):
         stored_buyer_entries(tmp_path / "missing.db")
+
+
+def test_ratings_rows_carry_the_names_agents_were_registered_under(tmp_path: Path) -> None:
+    db = tmp_path / "results.db"
+    config = TournamentConfig(
+        name="t", sellers=("scripted:prober", "scripted:satisficer"), buyers=((TIME,),), episodes=2
+    )
+    with Store.open(db) as store:
+        store.register_agent("scripted:prober", "seller", "gen-3-seller")
+        store.register_agent(TIME, "buyer", "base")
+    run_tournament(config, db, progress=False)
+    names = stored_names(db)
+    assert names == {("scripted:prober", "seller"): "gen-3-seller", (TIME, "buyer"): "base"}
+    rows = leaderboard(load_records(db), "seller", NO_BOOTSTRAP)
+    add_names(rows, names)
+    assert {r["agent"]: r["name"] for r in rows} == {
+        "scripted:prober": "gen-3-seller",
+        "scripted:satisficer": "scripted:satisficer",
+    }
+    console = Console(width=200, record=True)
+    console.print(render_table(rows))
+    assert "gen-3-seller" in console.export_text()
 
 
 def test_multi_product_seller_rows_carry_matching_quality_and_single_product_rows_do_not() -> None:

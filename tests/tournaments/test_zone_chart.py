@@ -7,6 +7,8 @@ import dataclasses
 import io
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from agents import make_agent
 from agents.driver import Episode
 from agents.engine import play_scenarios
@@ -81,6 +83,21 @@ def test_a_rejected_message_is_a_grey_cross_with_its_reason() -> None:
     (rejected,) = by_class(root, "rejected")
     assert rejected.tag == f"{SVG}path" and rejected.get("data-price") == "0.01"
     assert "rejected:" in rejected.find(f"{SVG}title").text
+
+
+@pytest.mark.parametrize("target", ["0", "9"])
+def test_a_seller_message_to_a_buyer_nobody_holds_is_left_out_of_the_chart(target: str) -> None:
+    config = get_preset("in-distribution")
+    scenario = make_scenario(config, load_catalog(), 0, 5)
+    move = f"Thought: t\nTarget: {target}\nTalk: Hi.\nAction: [SELL] $50.00\n\n"
+    person = HumanAgent("human:ann", MoveReader(io.StringIO(move)), lambda _text: None)
+    players = [person, *(make_agent("scripted:time", "buyer") for _ in range(3))]
+    episode = Episode(config, scenario, players)
+    episode.advance()
+    record = episode.record()
+    assert record.result.turns[-1].to == f"buyer_{target}"
+    assert [m.speaker for m in marks(record)] == ["buyer"] * 3
+    assert by_class(parse(zone_charts(record)[0]), "mark")
 
 
 def test_several_products_get_one_chart_each_with_their_own_values() -> None:
