@@ -42,9 +42,9 @@ from arena.protocol import (
     render_seller,
 )
 from arena.records import EpisodeRecord
+from arena.seats import ROLES
 
 Chat = tuple[tuple[str, str], ...]
-ROLES = ("seller", "buyer")
 
 
 @dataclass(frozen=True)

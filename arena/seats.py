@@ -8,6 +8,8 @@ from __future__ import annotations
 
 SELLER = "seller"
 BUYER_PREFIX = "buyer_"
+ROLES = ("seller", "buyer")
+"""The two roles an agent plays (a seat's role: :func:`seat_role`)."""
 
 
 def buyer_seat(index: int) -> str:

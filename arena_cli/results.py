@@ -17,6 +17,7 @@ from arena_cli.console import console, guard, say
 from arena_cli.options import JsonOpt, ReadDbOpt, writable_file, writable_folder
 from leagues.report import league_sections
 from tournaments.browser import DEFAULT_CAP
+from tournaments.comparisons import ROLES
 from tournaments.leaderboard import (
     add_names,
     leaderboard,
@@ -30,7 +31,6 @@ from tournaments.report import write_report
 from tournaments.store import load_records
 from tournaments.usage import add_usage, check_prices, parse_prices, stored_usage
 
-ROLES = ("seller", "buyer", "cross")
 PRICE_HELP = (
     "SPEC=IN,OUT: an agent's dollars per million prompt and completion tokens (repeatable); "
     "adds the cost per 1000 episodes."

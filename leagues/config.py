@@ -44,6 +44,7 @@ from agents import check_spec
 from agents.prompts import PROMPT_STYLES
 from arena.catalog import SPLITS
 from arena.config import MarketConfig
+from arena.seats import ROLES
 from arena.settings import from_mapping
 from leagues.sampling import META_SOLVERS
 from leagues.tiny import TinyConfig
@@ -390,9 +391,7 @@ class LearnerConfig:
     @property
     def roles(self) -> tuple[str, ...]:
         """The roles the learner's checkpoints play."""
-        if self.side in ("both", "self-play"):
-            return ("seller", "buyer")
-        return (self.side,)
+        return ROLES if self.side in ("both", "self-play") else (self.side,)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from agents.backends import close_backends, open_backends
+from arena.seats import ROLES
 from leagues.colocate import check_sampler_model
 from leagues.config import LeagueConfig
 from leagues.metagame import opponent_mixture, other, population
@@ -231,7 +232,7 @@ class LeagueRun:
         folder = self.folder / f"gen-{g:03d}-{plan.side}"
         adapter = folder / "adapter"
         spec = model_spec(config, self.base, adapter)
-        roles = ("seller", "buyer") if plan.side == "self-play" else (plan.side,)
+        roles = ROLES if plan.side == "self-play" else (plan.side,)
         step = g * config.learner.steps_per_generation
         lineage = {"generation": g, "step": step, "config_hash": config.config_hash()}
         for role in roles:

@@ -27,8 +27,6 @@ from leagues.sampling import META_SOLVERS, MetaGame
 from leagues.state import finished, generations, league_tournaments
 from tournaments.store import Payoff, Store
 
-ROLES = ("seller", "buyer")
-
 
 @dataclass(frozen=True)
 class Member:

@@ -16,6 +16,7 @@ A results database is an SQLite file whose ``meta`` table holds its ``schema_ver
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 BUSY_TIMEOUT = 60.0
@@ -57,6 +58,21 @@ def _check_path(path: Path) -> None:
         raise ValueError(f"{path} is a folder, not a results database file")
 
 
+def _checked(
+    conn: sqlite3.Connection, path: Path, setup: Callable[[sqlite3.Connection], None]
+) -> sqlite3.Connection:
+    """``conn`` once ``setup`` ran on it; closed (and an SQLite error named) if it failed."""
+    try:
+        setup(conn)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise _unreadable(path, exc) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def connect_writer(path: Path) -> sqlite3.Connection:
     """A read-write connection to ``path`` in WAL mode, the file created when missing."""
     if not path.parent.is_dir():
@@ -66,17 +82,13 @@ def connect_writer(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT)
     except sqlite3.Error as exc:
         raise _unreadable(path, exc) from None
-    try:
+
+    def setup(conn: sqlite3.Connection) -> None:
         _check_results_tables(conn, path, empty_ok=True)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-    except sqlite3.Error as exc:
-        conn.close()
-        raise _unreadable(path, exc) from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+
+    return _checked(conn, path, setup)
 
 
 def connect_reader(path: Path) -> sqlite3.Connection:
@@ -88,15 +100,7 @@ def connect_reader(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
     except sqlite3.Error as exc:
         raise _unreadable(path, exc) from None
-    try:
-        _check_results_tables(conn, path, empty_ok=False)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise _unreadable(path, exc) from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    return _checked(conn, path, lambda c: _check_results_tables(c, path, empty_ok=False))
 
 
 def in_memory_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
