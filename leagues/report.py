@@ -16,6 +16,7 @@ from typing import Any
 
 from arena.metrics import METRICS, TRAINING, Metric
 from leagues.state import league_ratings, leagues_in, training_steps
+from tournaments.plots import drawn, interval_bars
 from tournaments.report import write_report
 from tournaments.store import Store
 
@@ -180,8 +181,7 @@ def plot_generation_ratings(ratings: Sequence[dict[str, Any]], path: Path, title
             )
             xs = [r["generation"] + (k - len(agents) / 2) * 0.03 for r in rows]
             ys = [r["rating"] for r in rows]
-            low = [r["rating"] - _or(r["ci_low"], r["rating"]) for r in rows]
-            high = [_or(r["ci_high"], r["rating"]) - r["rating"] for r in rows]
+            low, high = interval_bars(rows)
             ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=label)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(f"{role} ratings per generation", fontsize=10)
@@ -195,10 +195,6 @@ def plot_generation_ratings(ratings: Sequence[dict[str, Any]], path: Path, title
     fig.tight_layout()
     fig.savefig(path)
     return path
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
 
 
 def ratings_text(ratings: Sequence[dict[str, Any]]) -> str:
@@ -250,8 +246,12 @@ def league_sections(
             safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
             steps = training_steps(store, name)
             ratings = league_ratings(store, name)
-            curves = plot_training_curves(
-                steps, out / f"league_{safe}_training.png", f"{name}: training curves"
+            path = out / f"league_{safe}_training.png"
+            curves, curves_note = drawn(
+                path,
+                lambda steps=steps, path=path, name=name: plot_training_curves(
+                    steps, path, f"{name}: training curves"
+                ),
             )
             sections.append(
                 (
@@ -262,18 +262,30 @@ def league_sections(
                     "metrics of its episodes; then the loss, the clip ratio, the GRPO groups "
                     "with equal rewards (they train nothing) and, with vLLM, the gap between "
                     "the sampler's and the trainer's token logprobs. Dashed lines separate "
-                    "generations.\n" + phases_text(steps) + "\n" + steps_text(steps),
+                    "generations."
+                    + curves_note
+                    + "\n"
+                    + phases_text(steps)
+                    + "\n"
+                    + steps_text(steps),
                 )
             )
-            board = plot_generation_ratings(
-                ratings, out / f"league_{safe}_ratings.png", f"{name}: ratings per generation"
+            path = out / f"league_{safe}_ratings.png"
+            board, board_note = drawn(
+                path,
+                lambda ratings=ratings, path=path, name=name: plot_generation_ratings(
+                    ratings, path, f"{name}: ratings per generation"
+                ),
             )
             sections.append(
                 (
                     f"League {name}: ratings per generation",
                     board,
                     "Bradley-Terry ratings with 95% bootstrap intervals, refitted on every "
-                    "league evaluation episode after each generation.\n" + ratings_text(ratings),
+                    "league evaluation episode after each generation."
+                    + board_note
+                    + "\n"
+                    + ratings_text(ratings),
                 )
             )
     return sections

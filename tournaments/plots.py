@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,34 @@ def _number(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
+def interval_bars(rows: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Error-bar lengths below and above each row's ``rating`` from its ``ci_low``/``ci_high``.
+
+    A percentile bootstrap interval can exclude the point estimate on tiny or lopsided data
+    (every game won, or an anchored fit): the bar then stops at the point instead of going
+    negative, which matplotlib refuses. A missing bound draws no bar on that side."""
+    low, high = [], []
+    for r in rows:
+        rating = float(r["rating"])
+        ci_low = rating if r.get("ci_low") is None else float(r["ci_low"])
+        ci_high = rating if r.get("ci_high") is None else float(r["ci_high"])
+        low.append(max(0.0, rating - ci_low) if math.isfinite(ci_low) else 0.0)
+        high.append(max(0.0, ci_high - rating) if math.isfinite(ci_high) else 0.0)
+    return low, high
+
+
+def drawn(path: Path, draw: Callable[[], object]) -> tuple[Path | None, str]:
+    """Run ``draw`` (which writes ``path``); (path, "") or, when it fails, (None, a note).
+
+    A report is the last step of long runs (a league, a tournament): a plot that fails on
+    unusual data is skipped with a note naming why, and never fails the run."""
+    try:
+        draw()
+    except Exception as error:  # any plotting failure: the page says so, the run goes on
+        return None, f"\n(plot not drawn: {type(error).__name__}: {error})"
+    return path, ""
+
+
 def plot_leaderboard(boards: dict[str, list[dict[str, Any]]], path: Path) -> Path:
     """Ratings with their bootstrap intervals as error bars, one panel per role with ratings."""
     rated = {role: [r for r in rows if r["rating"] is not None] for role, rows in boards.items()}
@@ -63,10 +91,7 @@ def plot_leaderboard(boards: dict[str, list[dict[str, Any]]], path: Path) -> Pat
     for ax, role in zip(axes, roles, strict=True):
         rows = rated[role][::-1]
         ratings = [r["rating"] for r in rows]
-        # A percentile bootstrap interval can exclude the point estimate on tiny or lopsided
-        # data (every game won); the bar then stops at the point instead of going negative.
-        low = [max(0.0, r["rating"] - _number(r["ci_low"])) for r in rows]
-        high = [max(0.0, _number(r["ci_high"]) - r["rating"]) for r in rows]
+        low, high = interval_bars(rows)
         labels = [f"{r['agent']} ({r['role']})" if role == "cross" else r["agent"] for r in rows]
         colors = ["tab:blue" if r["role"] == "seller" else "tab:orange" for r in rows]
         y = list(range(len(rows)))

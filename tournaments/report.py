@@ -31,6 +31,7 @@ from tournaments.leaderboard import (
 )
 from tournaments.plots import (
     ROLE_TITLES,
+    drawn,
     plot_leaderboard,
     plot_payoff,
     plot_rank_distribution,
@@ -127,11 +128,19 @@ def standard_sections(data: dict[str, Any], out: Path, links: Links | None = Non
     ``links``, agents and payoff cells link to their episodes."""
     boards = data["leaderboard"]
     sellers = boards["seller"]
-    plot_leaderboard(boards, out / "leaderboard.png")
-    plot_payoff(data["payoff"], out / "payoff.png")
-    plot_skill_profile(sellers, out / "skill_profile.png")
-    plot_rank_distribution(sellers, out / "rank_distribution.png")
-    plot_ratings_over_time(data["ratings_over_time"], out / "ratings_over_time.png")
+    plots = {
+        "leaderboard": lambda path: plot_leaderboard(boards, path),
+        "payoff": lambda path: plot_payoff(data["payoff"], path),
+        "skill_profile": lambda path: plot_skill_profile(sellers, path),
+        "rank_distribution": lambda path: plot_rank_distribution(sellers, path),
+        "ratings_over_time": lambda path: plot_ratings_over_time(data["ratings_over_time"], path),
+    }
+    image: dict[str, str | None] = {}
+    note: dict[str, str] = {}
+    for name, plot in plots.items():
+        path = out / f"{name}.png"
+        made, note[name] = drawn(path, lambda plot=plot, path=path: plot(path))
+        image[name] = None if made is None else made.name
     tables = "".join(
         f"<h3>{html.escape(ROLE_TITLES[role])}</h3>\n{leaderboard_html(boards[role], links)}"
         for role in ROLES
@@ -145,33 +154,36 @@ def standard_sections(data: dict[str, Any], out: Path, links: Links | None = Non
         Section("Episodes", None, "", browse if links is not None else ""),
         Section(
             "Leaderboard",
-            "leaderboard.png",
+            image["leaderboard"],
             "Bradley-Terry ratings on the Elo scale with bootstrap 95% intervals (error bars), "
-            "from paired comparisons on common scenarios; Elo is the online rating in play order.",
+            "from paired comparisons on common scenarios; Elo is the online rating in play order."
+            + note["leaderboard"],
             tables,
         ),
         Section(
             "Seller x buyer payoffs",
-            "payoff.png",
-            "Mean seller reward of every seller against every buyer entry.",
+            image["payoff"],
+            "Mean seller reward of every seller against every buyer entry." + note["payoff"],
             payoff_html(data["payoff"], links),
         ),
         Section(
             "Seller skill profile",
-            "skill_profile.png",
+            image["skill_profile"],
             "Five axes of paper Figure 3, one polygon per seller; undefined values "
-            "(e.g. surplus extraction without any deal) and negative rewards are drawn at 0.",
+            "(e.g. surplus extraction without any deal) and negative rewards are drawn at 0."
+            + note["skill_profile"],
         ),
         Section(
             "Deal-buyer rank distribution",
-            "rank_distribution.png",
+            image["rank_distribution"],
             "Share of deals closed with the buyer of each budget rank (rank 1 = highest budget), "
-            "deal episodes only (paper Figure 10).",
+            "deal episodes only (paper Figure 10)." + note["rank_distribution"],
         ),
         Section(
             "Ratings over time",
-            "ratings_over_time.png",
-            "Bradley-Terry ratings fitted on growing prefixes of the scenario list.",
+            image["ratings_over_time"],
+            "Bradley-Terry ratings fitted on growing prefixes of the scenario list."
+            + note["ratings_over_time"],
         ),
     ]
 

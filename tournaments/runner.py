@@ -48,6 +48,7 @@ from rich.text import Text
 
 from agents.driver import Match, buyer_lineup
 from agents.engine import play_matches
+from agents.lifetime import die_with_parent
 from agents.specs import is_scripted
 from arena.catalog import load_catalog, split_catalog
 from arena.config import MarketConfig
@@ -254,7 +255,12 @@ def _run_local(task: ChunkTask, chunks: list[list[Match]], workers: int) -> Iter
         for chunk in chunks:
             yield task(chunk)
         return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)))
+    # Workers die with this process, even when it is SIGKILLed (no clean-up code runs then).
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(chunks)),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    )
     try:
         pending = {pool.submit(task, chunk) for chunk in chunks}
         while pending:

@@ -31,11 +31,13 @@ import urllib.error
 import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agents.backends.adapters import adapter_rank, resolve_adapter
 from agents.backends.vllm_backend import VLLMConfig, check_cpu_model, engine_kwargs, on_cpu
+from agents.lifetime import die_with_parent
 
 LOG_TAIL_LINES = 30
 
@@ -231,6 +233,8 @@ def start_vllm_server(config: ServerConfig) -> VLLMServer:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # its own process group: stop() ends every child too
+            # ... and the server dies with this process even when it is SIGKILLed.
+            preexec_fn=partial(die_with_parent, os.getpid()),
         )
     server = VLLMServer(process, config.host, port, log_path)
     try:

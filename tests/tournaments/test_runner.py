@@ -86,7 +86,11 @@ def test_a_resumed_run_plays_only_the_missing_episodes(tmp_path: Path) -> None:
     assert contents(db) == full
     with Store.open(db) as store, Store.open(tmp_path / "fresh.db") as fresh:
         run_tournament(SMALL, fresh, workers=1, progress=False)
-        assert store.payoffs([1]) == pytest.approx(fresh.payoffs([1]))
+        resumed, played_once = store.payoffs([1]), fresh.payoffs([1])
+        assert resumed.keys() == played_once.keys()
+        for pairing, payoff in resumed.items():
+            # Sums over episodes in another order: equal to rounding (approx takes flat tuples).
+            assert tuple(payoff) == pytest.approx(tuple(played_once[pairing])), pairing
     third = run_tournament(SMALL, db, workers=1, progress=False)
     assert (third.played, third.skipped) == (0, first.played)
 
@@ -299,6 +303,68 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path: Path
     resumed = run_tournament(config, db, workers=2, progress=False)
     assert (resumed.played, resumed.skipped) == (total - stored, stored)
     assert contents(db) == contents(reference)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` now, read from /proc (children, their children, ...)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a container's PID 1 may never reap an orphan)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["workers started", "a fifth stored"])
+def test_a_sigkilled_run_leaves_no_worker_behind(tmp_path: Path, when: str) -> None:
+    config_path = write_toml(
+        tmp_path / "orphans.toml",
+        '[tournament]\nname = "orphans"\nepisodes = 1000\n'
+        'sellers = ["scripted:satisficer", "scripted:prober", "scripted:time?e=0.3"]\n'
+        'buyers = [["scripted:time", "scripted:tit-for-tat"]]\n',
+    )
+    db = tmp_path / "orphans.db"
+    command = [sys.executable, "-m", "arena_cli", "tournament", "run", str(config_path)]
+    runner = subprocess.Popen(
+        [*command, "--db", str(db), "--no-progress"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seen: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < 2 or (when == "a fifth stored" and stored_count(db) < 3000 // 5):
+            assert runner.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, f"not reached within 60 s: {when}"
+            seen |= descendants(runner.pid)
+            time.sleep(0.01)
+    finally:
+        # The parent alone, as the OOM killer does: no clean-up code runs in it.
+        runner.kill()
+        runner.wait()
+    deadline = time.monotonic() + 10
+    while any(running(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in seen if running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"{len(left)} of {len(seen)} workers outlived the killed run"
 
 
 @pytest.mark.slow
