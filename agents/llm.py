@@ -49,6 +49,7 @@ from agents.base import EpisodeContext, Reply
 from agents.prompts import PROMPT_STYLES, narration_note, observation, personas, system_prompt
 from agents.scripted import make_scripted
 from agents.specs import AgentSpec, SpecError, build_config, parse_spec
+from agents.steering import check_steer, steer_for
 from arena.game import BuyerView, SellerView
 from arena.protocol import (
     BuyerMessage,
@@ -63,7 +64,7 @@ from arena.protocol import (
     split_reasoning,
 )
 
-AGENT_KEYS: tuple[str, ...] = ("persona", "narrate", "history", "prompt")
+AGENT_KEYS: tuple[str, ...] = ("persona", "narrate", "history", "prompt", "steer")
 """Spec parameters that belong to the agent itself (sampling keys are the agent's too)."""
 
 DEFAULT_MAX_TOKENS = 512
@@ -98,7 +99,16 @@ class LLMAgentConfig:
         },
     )
 
+    steer: str = field(
+        default="none",
+        metadata={
+            "help": "Steered decoding: none, or deal (a seller's [DEAL] is written at the "
+            "standing bid it takes; agents.steering). hf back-end only."
+        },
+    )
+
     def __post_init__(self) -> None:
+        check_steer(self.steer)
         if self.persona and self.persona not in personas():
             raise ValueError(
                 f"persona={self.persona!r} is unknown; choose one of {', '.join(personas())}"
@@ -284,6 +294,7 @@ class LLMAgent:
             # The adapter of an AdapterView back-end (agents.backends.adapters); None otherwise.
             adapter=getattr(self.backend, "adapter", None),
             conversation=self.conversation_id,
+            steer=steer_for(view) if self.config.steer == "deal" else None,
         )
 
     def receive(self, completion: Completion) -> str:
@@ -368,6 +379,11 @@ def _llm_parts(
     config = build_config(LLMAgentConfig, agent_params, parsed.raw)
     narrator = make_scripted(parse_spec(config.narrate), role) if config.narrate else None
     parse_sampling(parsed, sampling)
+    if config.steer != "none" and parsed.kind != "hf":
+        raise SpecError(
+            f"{parsed.raw!r}: steer={config.steer} is applied by the hf back-end only; "
+            "drop it or use an hf: spec"
+        )
     try:
         check_model_source(parsed.kind, parsed.name, backend_params)
     except ValueError as exc:

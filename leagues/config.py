@@ -42,6 +42,7 @@ from typing import Any
 
 from agents import check_spec
 from agents.prompts import PROMPT_STYLES
+from agents.steering import STEERS
 from arena.catalog import SPLITS
 from arena.config import MarketConfig
 from arena.seats import ROLES
@@ -285,6 +286,14 @@ class LearnerConfig:
             "or compact (the same protocol in few tokens, for small models)."
         ),
     )
+    steer: str = field(
+        default="none",
+        metadata=_help(
+            "Steered decoding of the learner, in training and evaluation: none, or deal (a "
+            "seller's [DEAL] is written at the standing bid it takes; the forced tokens carry "
+            "no loss; the cost floor stays the learner's to learn; agents.steering). hf only."
+        ),
+    )
     train_market: Mapping[str, Any] = field(
         default_factory=dict,
         metadata=_help(
@@ -360,6 +369,15 @@ class LearnerConfig:
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(
                 f"{where}.prompt must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt!r}"
+            )
+        if self.steer not in STEERS:
+            raise ValueError(
+                f"{where}.steer must be one of {', '.join(STEERS)}, got {self.steer!r}"
+            )
+        if self.steer != "none" and self.train.use_vllm:
+            raise ValueError(
+                f"{where}.steer = {self.steer!r} runs on the hf sampler and back-end; with "
+                "train.use_vllm = true set steer = 'none'"
             )
         if self.warm_start_talk not in WARM_START_TALK:
             raise ValueError(

@@ -32,11 +32,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from agents.backends.hf_backend import stop_token_ids
+from agents.backends.hf_backend import reply_end_token, stop_token_ids
 from agents.backends.hf_decode import (
     Layers,
     RowSampling,
@@ -47,6 +47,7 @@ from agents.backends.hf_decode import (
     prefill,
 )
 from agents.backends.kv_reuse import ConversationCache, kv_nbytes
+from agents.steering import Steer, token_steer
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,21 @@ class Context:
     """Lengths of the stream's earlier contexts: where its earlier turns' prompts ended."""
     key: int
     """The stream's identity within one rollout (its KV cache's key)."""
+    steer: Steer | None = None
+    """Forced tokens of a protocol-legal move (the learner's ``steer`` option)."""
 
 
-Sample = tuple[list[int], list[float]]
+class Sample(NamedTuple):
+    """A sampled reply: its tokens, their sampling logprobs, and which tokens were forced."""
+
+    ids: list[int]
+    logprobs: list[float]
+    forced: tuple[bool, ...] = ()
+    """Per token, True where the steer wrote it (:mod:`agents.steering`); () when none was."""
+
+
 Generate = Callable[[list[Context], int], list[Sample]]
-"""(contexts, seed) -> one (new token ids, their sampling logprobs) per context."""
+"""(contexts, seed) -> one sampled reply per context."""
 
 
 def row_seed(seed: int, row: int) -> int:
@@ -77,10 +88,13 @@ def learner_stop_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     return stop_token_ids(eos, tokenizer)
 
 
-def cut_at_stop(ids: list[int], logprobs: list[float], stops: frozenset[int]) -> Sample:
+def cut_at_stop(
+    ids: list[int], logprobs: list[float], stops: frozenset[int], forced: Sequence[bool] = ()
+) -> Sample:
     """The reply up to and including its first stop token (all of it when there is none)."""
     length = next((i + 1 for i, t in enumerate(ids) if t in stops), len(ids))
-    return ids[:length], logprobs[:length]
+    marks = tuple(forced[:length]) if any(forced[:length]) else ()
+    return Sample(ids[:length], logprobs[:length], marks)
 
 
 @contextlib.contextmanager
@@ -119,9 +133,11 @@ class HFGenerator:
         kv_cache_bytes: int = 0,
     ) -> None:
         self.model = model
+        self.tokenizer = tokenizer
         self.sampling = RowSampling(temperature, top_p, max_new_tokens)
         self.chunk = chunk
         self.stop_ids = learner_stop_ids(model, tokenizer)
+        self.end_token = reply_end_token(tokenizer, self.stop_ids)
         self.cache: ConversationCache[StreamPrompt] = ConversationCache(kv_cache_bytes)
         self.arg = cache_arg(model)
         self.prefilled = 0
@@ -138,7 +154,8 @@ class HFGenerator:
                 part = contexts[start : start + self.chunk]
                 rngs = [np.random.default_rng(row_seed(seed, start + i)) for i in range(len(part))]
                 caches, logits = zip(*(self._prefill(context) for context in part), strict=True)
-                tokens, logprobs = decode(
+                steers = [context.steer for context in part]
+                decoded = decode(
                     self.model,
                     caches,
                     logits,
@@ -147,10 +164,11 @@ class HFGenerator:
                     self.stop_ids,
                     self.arg,
                     logprobs=True,
+                    steer=token_steer(self.tokenizer, steers, self.end_token),
                 )
                 out.extend(
-                    cut_at_stop(ids, lps, self.stop_ids)
-                    for ids, lps in zip(tokens, logprobs, strict=True)
+                    cut_at_stop(ids, lps, self.stop_ids, forced)
+                    for ids, lps, forced in zip(*decoded, strict=True)
                 )
         return out
 
@@ -191,6 +209,11 @@ class VLLMGenerator:
         self.stop_ids = learner_stop_ids(trainer.model, tokenizer)
 
     def __call__(self, contexts: list[Context], seed: int) -> list[Sample]:
+        if any(context.steer is not None for context in contexts):
+            raise ValueError(
+                "league.learner.steer: steered decoding runs on the hf sampler; with use_vllm "
+                "set steer = 'none'"
+            )
         prompts = [list(context.ids) for context in contexts]
         if self.generation.mode == "colocate":
             pairs = self._colocated(prompts, seed)

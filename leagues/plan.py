@@ -60,9 +60,13 @@ class GenerationPlan:
 
 def learner_params(learner: LearnerConfig) -> dict[str, str]:
     """The agent parameters every spec of the learner carries, in training and evaluation, so
-    that it reads the prompts it is trained on: ``prompt=compact`` for the compact style (the
-    full style is the default, and stays out of the specs of existing leagues)."""
-    return {} if learner.prompt == "full" else {"prompt": learner.prompt}
+    that it reads the prompts it is trained on and decodes as it was trained:
+    ``prompt=compact`` for the compact style, ``steer=deal`` for steered decoding (defaults
+    stay out of the specs, so existing leagues keep their checkpoints' names)."""
+    params = {} if learner.prompt == "full" else {"prompt": learner.prompt}
+    if learner.steer != "none":
+        params["steer"] = learner.steer
+    return params
 
 
 def learner_name(label: str, learner: LearnerConfig) -> str:

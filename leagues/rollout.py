@@ -182,7 +182,8 @@ class Learner:
         batcher continues; an error reply when the episode would outgrow
         ``max_episode_tokens`` (it ends as an error and carries no gradient)."""
         assert self.agent is not None
-        messages = self.agent.request(view).messages
+        request = self.agent.request(view)
+        messages = request.messages
         stream, chat = self.stream, self.policy.chat
         if not stream.replies:
             stream.prompt_ids = chat.prompt_ids(messages)
@@ -194,16 +195,17 @@ class Learner:
             return Reply("", error=f"the episode would need {needed} tokens, more than "
                          f"max_episode_tokens={self.policy.max_episode_tokens}")  # fmt: skip
         stream.add(addition, None, trained=False)
-        context = Context(stream.context, tuple(stream.ends), self.key)
+        context = Context(stream.context, tuple(stream.ends), self.key, request.steer)
         stream.ends.append(len(context.ids))
         return context
 
     def reply(self, answer: Sample) -> Reply:
         """The sampled reply on the stream, in the agent's history and on to the market."""
         assert self.agent is not None
-        ids, logprobs = answer
+        ids, logprobs, forced = answer
         tokens_in = len(self.stream.context)
-        self.stream.add(ids, logprobs, trained=True)
+        # Tokens the steer forced are the environment's, not the policy's: no loss on them.
+        self.stream.add(ids, logprobs, trained=[not f for f in forced] if forced else True)
         text = self.policy.chat.decode_reply(ids)
         self.stream.replies.append(text)
         message = self.agent.receive(Completion(text, tokens_in, len(ids)))

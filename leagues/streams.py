@@ -41,10 +41,16 @@ class Stream:
     def context(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
 
-    def add(self, ids: Sequence[int], logprobs: Sequence[float] | None, trained: bool) -> None:
+    def add(
+        self, ids: Sequence[int], logprobs: Sequence[float] | None, trained: bool | Sequence[bool]
+    ) -> None:
+        """Append tokens; ``trained`` for all of them, or per token (False: no loss on it)."""
+        marks = [trained] * len(ids) if isinstance(trained, bool) else list(trained)
+        if len(marks) != len(ids):
+            raise ValueError(f"{len(marks)} trained marks for {len(ids)} tokens")
         self.completion_ids.extend(ids)
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
-        self.env_mask.extend([int(trained)] * len(ids))
+        self.env_mask.extend(int(mark) for mark in marks)
 
 
 class ChatFormat:

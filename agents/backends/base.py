@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from agents.steering import Steer
+
 SAMPLING_KEYS: tuple[str, ...] = ("temperature", "top_p", "max_tokens", "seed")
 CHAT_ROLES: tuple[str, ...] = ("system", "user", "assistant")
 
@@ -65,6 +67,9 @@ class ChatRequest:
     conversation: str | None = None
     """Id of the conversation this prompt continues (one agent in one episode). Back-ends that
     keep a conversation's KV cache between turns (hf) key it by this; None: no reuse."""
+    steer: Steer | None = None
+    """Forced tokens of a protocol-legal move (the agent option ``steer``,
+    :mod:`agents.steering`); the hf back-end applies it, others refuse it."""
 
     def __post_init__(self) -> None:
         # Accept lists from callers but store tuples so requests stay hashable and immutable.

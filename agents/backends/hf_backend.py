@@ -70,6 +70,7 @@ from agents.backends.kv_reuse import (
     kv_nbytes,
     segment_ends,
 )
+from agents.steering import token_steer
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
@@ -169,6 +170,17 @@ def stop_token_ids(generation_eos: int | list[int] | None, tokenizer: Any) -> fr
     return stops
 
 
+def reply_end_token(tokenizer: Any, stops: frozenset[int]) -> int:
+    """The token a forced ending closes a reply with (:mod:`agents.steering`): the chat
+    template's end-of-turn token, else the tokenizer's eos, else the smallest stop id."""
+    added = tokenizer.get_added_vocab()
+    for token in END_OF_TURN_TOKENS:
+        if token in added and added[token] in stops:
+            return int(added[token])
+    eos = tokenizer.eos_token_id
+    return int(eos) if eos is not None and eos in stops else min(stops)
+
+
 def resolve_device_dtype(device: str, dtype: str, name: str = "device") -> tuple[str, str]:
     """Turn "auto" into a concrete device and dtype name (bfloat16 on CUDA, float32 on CPU).
 
@@ -217,6 +229,7 @@ class HFBackend:
         """Adapter folder (absolute) -> its PEFT adapter name."""
         self._spellings: dict[str, str] = {}  # request.adapter as given -> absolute folder
         self.stop_ids = stop_token_ids(base.generation_config.eos_token_id, self.tokenizer)
+        self.end_token = reply_end_token(self.tokenizer, self.stop_ids)
         self._cache_arg = cache_arg(base)
         budget = config.kv_cache_mib * MIB
         self.kv_cache: ConversationCache[CachedPrompt] = ConversationCache(budget)
@@ -398,7 +411,7 @@ class HFBackend:
                 caches.append(cache)
                 first_logits.append(logits)
                 reused.append(cached)
-            generated, _ = decode(
+            generated = decode(
                 self.model,
                 caches,
                 first_logits,
@@ -407,5 +420,6 @@ class HFBackend:
                 self.stop_ids,
                 self._cache_arg,
                 lambda live: self._adapter_kwargs([requests[r] for r in live]),
-            )
+                steer=token_steer(self.tokenizer, [r.steer for r in requests], self.end_token),
+            ).tokens
         return list(zip(generated, reused, strict=True))

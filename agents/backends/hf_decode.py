@@ -19,9 +19,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from agents.steering import TokenSteer
 
 Layers = tuple[tuple[Any, Any], ...]
 """Per layer (keys, values) of one prompt's cache, each (1, kv heads, tokens, head dim)."""
@@ -34,6 +36,16 @@ class RowSampling:
     temperature: float
     top_p: float
     max_tokens: int
+
+
+class Decoded(NamedTuple):
+    """What :func:`decode` returns, one list per row."""
+
+    tokens: list[list[int]]
+    logprobs: list[list[float]]
+    """Sampling log-probabilities (empty lists unless asked for); 0.0 for a forced token."""
+    forced: list[list[bool]]
+    """Per token: written by the steer (:mod:`agents.steering`), not sampled."""
 
 
 def cache_arg(model: Any) -> str:
@@ -186,12 +198,18 @@ def decode(
     arg: str,
     forward_kwargs: Callable[[list[int]], dict[str, Any]] = lambda live: {},
     logprobs: bool = False,
-) -> tuple[list[list[int]], list[list[float]]]:
-    """(new tokens, their sampling log-probabilities (empty lists unless ``logprobs``)) of every
-    prefilled row; a row ends at its first stop token or at its ``max_tokens``.
+    steer: TokenSteer | None = None,
+) -> Decoded:
+    """The new tokens of every prefilled row, with their sampling log-probabilities (empty
+    lists unless ``logprobs``) and which of them were forced; a row ends at its first stop
+    token or at its ``max_tokens``.
 
     ``caches`` and ``first_logits`` come from ``prefill``; ``forward_kwargs(live)`` gives the
     extra model arguments for the rows still in the batch (their indices, in batch order).
+    ``steer(row, tokens so far)`` may name tokens to force next (:mod:`agents.steering`): they
+    replace the sampled ones, one a step, with log-probability 0 (the steered sampler drew them
+    with certainty); every row draws its uniform number each step either way, so a steered and
+    an unsteered run share their random streams.
     """
     import torch
 
@@ -210,18 +228,29 @@ def decode(
     live = list(range(len(rows)))  # rows still in the batch, in batch order
     generated: list[list[int]] = [[] for _ in rows]
     scores: list[list[float]] = [[] for _ in rows]
+    forced: list[list[bool]] = [[] for _ in rows]
+    queued: list[list[int]] = [[] for _ in rows]
     for step in range(most):
         temperature = torch.tensor([rows[r].temperature for r in live], device=device)
         top_p = torch.tensor([rows[r].top_p for r in live], device=device)
         uniform = [rngs[r].random() if rows[r].temperature > 0 else 0.0 for r in live]
         tokens = next_tokens(logits, temperature, top_p, torch.tensor(uniform, device=device))
+        steered = [bool(queued[r]) for r in live]
+        if any(steered):
+            tokens = torch.tensor(
+                [queued[r].pop(0) if s else t for r, s, t in zip(live, steered, tokens.tolist(),
+                 strict=True)], dtype=tokens.dtype, device=device,
+            )  # fmt: skip
         if logprobs:
             chosen = token_logprobs(logits, temperature, top_p, tokens).tolist()
-            for row, value in zip(live, chosen, strict=True):
-                scores[row].append(value)
+            for row, value, was_forced in zip(live, chosen, steered, strict=True):
+                scores[row].append(0.0 if was_forced else value)
         keep = []
         for place, (row, token) in enumerate(zip(live, tokens.tolist(), strict=True)):
             generated[row].append(token)
+            forced[row].append(steered[place])
+            if steer is not None and not queued[row] and not steered[place]:
+                queued[row] = steer(row, generated[row])
             if token not in stop_ids and len(generated[row]) < rows[row].max_tokens:
                 keep.append(place)
         if not keep:
@@ -243,7 +272,7 @@ def decode(
         )
         positions = positions + 1
         logits = output.logits[:, -1]
-    return generated, scores
+    return Decoded(generated, scores, forced)
 
 
 def layer_length(cache: Any) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from leagues.generators import Context, Generate
+from leagues.generators import Context, Generate, Sample
 
 PRICE = r"\$([0-9]+(?:\.[0-9]+)?)"
 
@@ -52,7 +52,7 @@ def text_policy() -> Callable[[Any], Generate]:
     stream's role (read off its system prompt) and the end-of-turn token, logprob 0 each."""
 
     def make(tokenizer: Any) -> Generate:
-        def generate(contexts: list[Context], seed: int) -> list[tuple[list[int], list[float]]]:
+        def generate(contexts: list[Context], seed: int) -> list[Sample]:
             rng = np.random.default_rng(seed)
             out = []
             for stream in contexts:
@@ -61,7 +61,7 @@ def text_policy() -> Callable[[Any], Generate]:
                 text = reply(context, rng)
                 ids = tokenizer(text, add_special_tokens=False)["input_ids"]
                 ids = [*ids, tokenizer.eos_token_id]
-                out.append((ids, [0.0] * len(ids)))
+                out.append(Sample(ids, [0.0] * len(ids)))
             return out
 
         return generate

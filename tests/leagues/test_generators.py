@@ -4,17 +4,19 @@ evaluation, and KV reuse between a stream's turns that changes no token and no l
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from agents.steering import Steer
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
 from leagues.generators import Context, HFGenerator
 from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
-from leagues.streams import ChatFormat
+from leagues.streams import ChatFormat, Stream
 from leagues.trainer import load_chat_tokenizer
 
 MIB = 2**20
@@ -34,11 +36,40 @@ def test_the_hf_generator_samples_up_to_a_stop_token_with_log_probabilities(tiny
     first = generate(contexts, seed=9)
     assert first == generate(contexts, seed=9)
     assert first[0] != first[2]  # the same prompt in another row draws its own sample
-    for ids, logprobs in first:
+    for ids, logprobs, forced in first:
+        assert forced == ()  # nothing steered
         assert 1 <= len(ids) == len(logprobs) <= 12
         assert all(lp <= 0.0 and math.isfinite(lp) for lp in logprobs)
         stops = [i for i, t in enumerate(ids) if t in generate.stop_ids]
         assert stops in ([], [len(ids) - 1])
+
+
+@dataclass(frozen=True)
+class AfterFirstToken(Steer):
+    """Forces a price after the first sampled token (the decoding plumbing, not the rule)."""
+
+    def forced_text(self, reply: str) -> str | None:
+        return " $12.34" if reply else None
+
+
+def test_steered_tokens_are_marked_forced_with_logprob_zero_and_train_nothing(tiny_model_dir):
+    tok = load_chat_tokenizer(tiny_model_dir)
+    generate = HFGenerator(tiny(tiny_model_dir), tok, 1.0, 1.0, max_new_tokens=24, chunk=4)
+    ids = tok("Thought: hi")["input_ids"]
+    plain = generate([Context(ids, (), k) for k in range(2)], seed=3)
+    steered = generate([Context(ids, (), 0), Context(ids, (), 1, AfterFirstToken(()))], seed=3)
+    # An unsteered row draws as if alone (its logprobs to float rounding: the batch shrinks).
+    assert steered[0].ids == plain[0].ids
+    assert np.allclose(steered[0].logprobs, plain[0].logprobs, atol=1e-5)
+    sample = steered[1]
+    price = tok(" $12.34", add_special_tokens=False)["input_ids"]
+    assert sample.ids == [plain[1].ids[0], *price, generate.end_token]
+    assert sample.forced == (False, *[True] * (len(price) + 1))
+    assert math.isclose(sample.logprobs[0], plain[1].logprobs[0], abs_tol=1e-5)
+    assert sample.logprobs[1:] == [0.0] * (len(price) + 1)
+    stream = Stream()
+    stream.add(sample.ids, sample.logprobs, trained=[not f for f in sample.forced])
+    assert stream.env_mask == [1] + [0] * (len(price) + 1)  # no loss on the forced tokens
 
 
 def test_training_and_evaluation_stop_a_checkpoints_replies_on_the_same_tokens(tiny_model_dir):
@@ -62,7 +93,7 @@ def test_greedy_replies_and_logprobs_match_transformers_generate(tiny_model_dir)
     generate = HFGenerator(model, tok, 0.0, 1.0, max_new_tokens=10, chunk=3)
     prompts = [tok(text)["input_ids"] for text in ("Thought: hi", "Talk: a longer prompt", "$5")]
     replies = generate([Context(ids, (), key) for key, ids in enumerate(prompts)], seed=0)
-    for ids, (tokens, logprobs) in zip(prompts, replies, strict=True):
+    for ids, (tokens, logprobs, _) in zip(prompts, replies, strict=True):
         with torch.no_grad():
             out = model.generate(
                 torch.tensor([ids]),
