@@ -15,7 +15,7 @@ import typer
 from arena_cli.console import console, guard
 from arena_cli.options import WriteDbOpt, writable_file
 from leagues.config import LeagueConfig
-from leagues.league import run_league
+from leagues.seeds import run_seeds, seeds_table
 from leagues.summary import LeagueSummary
 from tournaments.config import TournamentConfig
 from tournaments.runner import EXECUTORS, TournamentSummary, run_tournament
@@ -59,11 +59,35 @@ def tournament_run(
 def league_run(
     config_path: Annotated[Path, typer.Argument(help="League TOML file.")],
     db: WriteDbOpt = None,
+    seeds: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated league seeds, e.g. 0,1,2: the recipe once per seed "
+            "(leagues <name>-seed<k>), then the figures across seeds. Default: the config's "
+            "`seeds`, else its `seed`."
+        ),
+    ] = None,
 ) -> None:
-    """Run (or resume) a league: train, evaluate, rate, repeat."""
+    """Run (or resume) a league: train, evaluate, rate, repeat (per seed)."""
 
-    def run() -> LeagueSummary:
+    def run() -> list[LeagueSummary]:
         config = LeagueConfig.from_toml(config_path)
-        return run_league(config, _database(db, config.name))
+        chosen = None if seeds is None else parse_seeds(seeds)
+        return run_seeds(config, _database(db, config.name), chosen)
 
-    console.print(guard(run))
+    summaries = guard(run)
+    for summary in summaries:
+        console.print(summary)
+    if len(summaries) > 1:
+        path = Path(summaries[0].db_path)
+        console.print(guard(lambda: seeds_table(path, [s.name for s in summaries])))
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 0,1,2`` as integers, or an error naming the option."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: give integers separated by commas, e.g. 0,1,2", param_hint="--seeds"
+        ) from None

@@ -189,6 +189,15 @@ class TrainConfig:
         ),
     )
 
+    decode_batch_size: int = field(
+        default=0,
+        metadata=_help(
+            "hf sampler: learner turns decoded together in one batch; 0: every turn of the "
+            "rollout round at once (fewest decoding steps; a small model's decode step costs "
+            "about the same for 8 rows or 32)."
+        ),
+    )
+
     def __post_init__(self) -> None:
         where = "league.learner.train"
         if self.loss_type not in LOSS_TYPES:
@@ -209,7 +218,8 @@ class TrainConfig:
                 f"{where}.micro_batch_size={self.micro_batch_size} must divide batch_size="
                 f"{self.batch_size}"
             )
-        for name in ("max_episode_tokens", "vllm_max_model_length", "rollout_kv_cache_mib"):
+        for name in ("max_episode_tokens", "vllm_max_model_length", "rollout_kv_cache_mib",
+                     "decode_batch_size"):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{where}.{name} must be an integer >= 0 (0: the model's context)")
@@ -425,7 +435,21 @@ class LeagueConfig:
         default_factory=dict, metadata=_help("Preset fields to override ([league.market]).")
     )
     generations: int = field(default=2, metadata=_help("Generations to run."))
-    seed: int = field(default=0, metadata=_help("Seeds training scenarios and opponent draws."))
+    seed: int = field(
+        default=0,
+        metadata=_help(
+            "Seeds everything the league samples: the tiny model, its copy pretraining and warm "
+            "start, training scenarios, opponent draws, rollouts, LoRA initialisation; "
+            "evaluation samples are seeded per episode."
+        ),
+    )
+    seeds: tuple[int, ...] = field(
+        default=(),
+        metadata=_help(
+            "Run the recipe once per seed (leagues <name>-seed<k> in one database, files in "
+            "seed-<k>; leagues.seeds); empty: once, with `seed`. `--seeds` overrides it."
+        ),
+    )
     eval_seed: int = field(
         default=-1, metadata=_help("Seed of the evaluation scenarios; -1: seed + 1_000_003.")
     )
@@ -521,7 +545,9 @@ class LeagueConfig:
         """A short hash of everything that shapes the checkpoints (stored as lineage); the
         number of generations and the loggers are left out, so extending a league or logging
         it elsewhere keeps its hash."""
-        settings = without_loggers({k: v for k, v in self.to_dict().items() if k != "generations"})
+        settings = without_loggers(
+            {k: v for k, v in self.to_dict().items() if k not in ("generations", "seeds")}
+        )
         text = json.dumps(settings, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -70,6 +70,7 @@ from leagues.state import (
     finish_stage,
     generation_state,
     generations,
+    league_hash,
     league_records,
     record_step,
     register_league,
@@ -122,7 +123,10 @@ class LeagueRun:
 
     @property
     def base_spec(self) -> str:
-        return model_spec(self.config, self.base)
+        """The base model's spec: as stored by generation 0 (a league stored by an earlier
+        version keeps the spec it rated), else built from the config."""
+        _, plan = generation_state(self.store, self.name, 0)
+        return plan.base if plan is not None and plan.base else model_spec(self.config, self.base)
 
     def label_all(self) -> None:
         """Short names for logs and reports: the base model and every checkpoint."""
@@ -138,7 +142,7 @@ class LeagueRun:
             return
         config = self.config
         roles = config.learner.roles
-        lineage = {"config_hash": config.config_hash(), "path": str(self.base)}
+        lineage = {"config_hash": league_hash(self.store, self.name), "path": str(self.base)}
         for role in roles:
             self.store.register_agent(self.base_spec, role, "base", generation=0, step=0, **lineage)
         sellers = list(config.sellers) + ([self.base_spec] if "seller" in roles else [])
@@ -234,7 +238,7 @@ class LeagueRun:
         spec = model_spec(config, self.base, adapter)
         roles = ROLES if plan.side == "self-play" else (plan.side,)
         step = g * config.learner.steps_per_generation
-        lineage = {"generation": g, "step": step, "config_hash": config.config_hash()}
+        lineage = {"generation": g, "step": step, "config_hash": league_hash(self.store, self.name)}
         for role in roles:
             parent = self.store.register_agent(plan.parent, role)
             self.store.register_agent(
@@ -317,6 +321,11 @@ def run_league(
     leaderboards, training curves, ratings per generation) is written to
     ``<folder>/report/index.html`` at the end.
     """
+    if config.seeds:
+        raise ValueError(
+            f"league {config.name!r} lists seeds {list(config.seeds)}: run it with "
+            "leagues.seeds.run_seeds (arena league run does), one league per seed"
+        )
     check_splits(config)
     check_reporters(config.learner.train.report_to)
     db = Path(db_path)

@@ -90,13 +90,12 @@ def model_spec(config: LeagueConfig, model: Path, adapter: Path | None = None) -
     style = "".join(f"&{k}={v}" for k, v in learner_params(learner).items())
     if learner.train.use_vllm:
         return f"vllm:{model}?{lora}max_tokens={tokens}{style}"
-    # seed=none: evaluation samples are not tied to per-request seeds. The hf back-end batches
-    # seeded and unseeded requests alike; the flag is kept because it is part of every stored
-    # checkpoint's spec (changing it would rename the checkpoints of existing leagues).
-    return (
-        f"hf:{model}?{lora}batch_size={learner.eval_batch_size}&seed=none&max_tokens={tokens}"
-        f"{style}"
-    )
+    # Seeded: every evaluation request samples from the episode's seed and its place in the
+    # episode (agents.llm.request_seed), so an evaluation reproduces bit for bit and every
+    # checkpoint meets the same random numbers on the same scenario (paired comparisons).
+    # Leagues stored before this evaluated with ``seed=none``; their specs are read back from
+    # the stored plans (the base's from generation 0) and keep working.
+    return f"hf:{model}?{lora}batch_size={learner.eval_batch_size}&max_tokens={tokens}{style}"
 
 
 def check_splits(config: LeagueConfig) -> None:

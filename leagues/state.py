@@ -8,6 +8,7 @@ killed league restarts at the first unfinished stage.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -52,6 +53,17 @@ def stored_settings(config: LeagueConfig) -> dict[str, Any]:
     return without_loggers(
         {k: v for k, v in settings.to_json(config).items() if k != "generations"}
     )
+
+
+def league_hash(store: Store, league: str) -> str:
+    """The league's config hash, from its settings *as first stored*: a league stored before
+    a setting was added keeps the hash its checkpoints carry (``LeagueConfig.config_hash`` of
+    the same settings), instead of changing with every new field of the code."""
+    row = store.db.execute("SELECT config FROM league_runs WHERE name = ?", [league]).fetchone()
+    if row is None:
+        raise ValueError(f"no league {league!r} is stored in {store.path}")
+    text = json.dumps(json.loads(row[0]), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def register_league(store: Store, config: LeagueConfig) -> None:

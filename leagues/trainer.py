@@ -300,7 +300,7 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
                 train.temperature,
                 train.top_p,
                 train.max_new_tokens,
-                train.micro_batch_size,
+                train.decode_batch_size or max(1, len(rows)),
                 kv_cache_bytes=train.rollout_kv_cache_mib * MIB,
             )
             policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
@@ -387,7 +387,7 @@ def train_learner(job: TrainJob, on_step: StepHook | None = None) -> Path:
         return job.adapter_dir
     check_reporters(job.train.report_to)
     resume = last_checkpoint(job.output_dir)
-    with logging_to(job):
+    with logging_to(job), global_rng_kept():
         trainer = build_trainer(job, on_step)
         try:
             trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
@@ -395,6 +395,25 @@ def train_learner(job: TrainJob, on_step: StepHook | None = None) -> Path:
         finally:
             release_engine(trainer)
     return job.adapter_dir
+
+
+@contextlib.contextmanager
+def global_rng_kept() -> Iterator[None]:
+    """The process's global random generators (``random``, numpy's, torch's) as they were,
+    whatever runs inside: TRL's trainer seeds them all from ``GRPOConfig.seed`` (which makes
+    a training run reproducible), and the rest of the process must not depend on that."""
+    import random
+
+    import torch
+
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
 
 def _save_adapter(trainer: Any, folder: Path) -> None:

@@ -1,0 +1,149 @@
+"""Does a league learn? Held-out figures of its checkpoints, paired against the base, and the
+learning targets, read back from the league's evaluation episodes.
+
+Every seller of a league (the base, each checkpoint, the scripted sellers) plays the same
+held-out scenarios against the same buyer entries, with the same per-request sampling seeds, so
+a checkpoint's gain over the base is a mean of paired differences (:func:`paired`); buyers are
+paired the same way against the same sellers. ``benchmarks/bench_learning.py`` prints these
+figures for one league, and :mod:`leagues.seeds` across the leagues of several seeds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from arena.buyer_metrics import episode_buyer_side_reward
+from arena.estimates import estimate
+from arena.metrics import episode_deal, episode_deal_on_top_buyer, episode_violation
+from arena.records import EpisodeRecord
+from leagues.state import league_ratings, league_records
+from tournaments.store import Store
+
+EpisodeMetric = Callable[[EpisodeRecord], float | None]
+FIGURES: dict[str, dict[str, EpisodeMetric]] = {
+    "seller": {
+        "reward": lambda r: r.result.seller_reward,
+        "deal_rate": episode_deal,
+        "top_buyer_rate": episode_deal_on_top_buyer,
+        "violation_rate": episode_violation,
+    },
+    "buyer": {
+        "reward": episode_buyer_side_reward,
+        "deal_rate": episode_deal,
+        "top_buyer_rate": episode_deal_on_top_buyer,
+    },
+}
+"""Held-out figures per role (the top-buyer rate counts deals only)."""
+
+GAIN_TARGET = 0.10
+"""The last checkpoint's paired held-out reward gain over its base that counts as learning."""
+VIOLATION_TARGET = 0.10
+"""The most held-out violations a trained seller may commit (the paper's Phase 1 ends near 0)."""
+
+
+def by_agent(records: Sequence[EpisodeRecord], role: str) -> dict[str, dict[tuple, EpisodeRecord]]:
+    """Each agent's evaluation episodes, keyed so that two agents' keys pair the same scenario
+    and the same opponents: a seller by (scenario, buyer lineup); a buyer (filling every buyer
+    seat) by (scenario, seller)."""
+    out: dict[str, dict[tuple, EpisodeRecord]] = {}
+    for record in records:
+        if record.result.outcome == "error":
+            continue
+        scenario = (record.scenario.seed, record.scenario.index)
+        if role == "seller":
+            out.setdefault(record.seller, {})[(*scenario, record.buyers)] = record
+        elif len(set(record.buyers)) == 1:
+            out.setdefault(record.buyers[0], {})[(*scenario, record.seller)] = record
+    return out
+
+
+def paired(
+    mine: Mapping[tuple, EpisodeRecord], base: Mapping[tuple, EpisodeRecord], metric: EpisodeMetric
+) -> dict[str, float]:
+    """An agent's mean of ``metric`` and its gain over the base on the episodes both played
+    (where the metric applies to both), each with its standard error."""
+    own = estimate(v for v in map(metric, mine.values()) if v is not None)
+    diffs = []
+    for key, record in mine.items():
+        if key in base:
+            a, b = metric(record), metric(base[key])
+            if a is not None and b is not None:
+                diffs.append(a - b)
+    gain = estimate(diffs)
+    return {"mean": own.mean, "se": own.se, "n": own.n, "gain": gain.mean, "gain_se": gain.se}
+
+
+def held_out(store: Store, league: str, role: str = "seller") -> list[dict[str, Any]]:
+    """One row per agent of ``role`` in the league, in generation order (scripted agents
+    last): its held-out figures, paired against the base, and its rating after the last
+    generation (``rating``, ``ci_low``, ``ci_high``; None where unrated)."""
+    records, _ = league_records(store, league)
+    players = by_agent(records, role)
+    agents = {
+        a["spec"]: a
+        for a in store.db.query("SELECT spec, label, generation FROM agents WHERE role = ?", [role])
+    }
+    base = next(spec for spec in players if agents.get(spec, {}).get("label") == "base")
+    last = max((r["generation"] for r in league_ratings(store, league)), default=0)
+    ratings = ratings_after(store, league, last, role)
+    rows = []
+    for spec, episodes in players.items():
+        agent = agents.get(spec, {"label": spec, "generation": None})
+        row: dict[str, Any] = {
+            "agent": agent["label"],
+            "spec": spec,
+            "generation": agent["generation"],
+            "rating": {k: ratings.get(spec, {}).get(k) for k in ("rating", "ci_low", "ci_high")},
+        }
+        for name, metric in FIGURES[role].items():
+            row[name] = paired(episodes, players[base], metric)
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["generation"] is None, r["generation"] or 0, r["agent"]))
+
+
+def ratings_after(store: Store, league: str, generation: int, role: str) -> dict[str, Any]:
+    """Ratings of ``role`` after ``generation``, by agent spec (a buyer by its entry label,
+    which for an entry of one spec is the spec)."""
+    return {
+        r["agent"]: r
+        for r in league_ratings(store, league)
+        if r["generation"] == generation and r["role"] == role
+    }
+
+
+def targets(rows: Sequence[dict[str, Any]], role: str) -> dict[str, bool]:
+    """The learning bar of one league (rows from :func:`held_out`): the last checkpoint gains
+    ``GAIN_TARGET`` over the base (paired), its rating interval lies above the base's, ratings
+    rise generation over generation, the newest checkpoint rates above its parent; sellers also:
+    at most ``VIOLATION_TARGET`` held-out violations, and (the stretch) a rating interval above
+    ``scripted:satisficer``'s."""
+    learner = sorted((r for r in rows if r["generation"]), key=lambda r: r["generation"])
+    if not learner:
+        return {}
+    base = next(r for r in rows if r["agent"] == "base")
+    last = learner[-1]
+    parent = learner[-2] if len(learner) > 1 else base
+
+    def rating(row: dict[str, Any], key: str = "rating") -> float | None:
+        return row["rating"].get(key)
+
+    rises = [rating(base), *map(rating, learner)]
+    out = {
+        "gain_over_base": last["reward"]["gain"] >= GAIN_TARGET,
+        "interval_above_base": (rating(last, "ci_low") or -math.inf)
+        > (rating(base, "ci_high") or math.inf),
+        "ratings_rise": all(
+            a is not None and b is not None and b > a for a, b in itertools.pairwise(rises)
+        ),
+        "newest_above_parent": (rating(last) or -math.inf) > (rating(parent) or math.inf),
+    }
+    if role == "seller":
+        satisficer = next((r for r in rows if r["spec"] == "scripted:satisficer"), None)
+        out["violations_at_most_target"] = last["violation_rate"]["mean"] <= VIOLATION_TARGET
+        out["interval_above_satisficer"] = satisficer is not None and (
+            rating(last, "ci_low") or -math.inf
+        ) > (rating(satisficer, "ci_high") or rating(satisficer) or math.inf)
+    return out
