@@ -335,6 +335,15 @@ class LearnerConfig:
         default=200, metadata=_help("Optimizer steps of the warm-start fit (batches of 8 turns).")
     )
     warm_start_lr: float = field(default=3e-3, metadata=_help("Learning rate of the warm start."))
+    base_seed: int = field(
+        default=-1,
+        metadata=_help(
+            "Seed of the base model (the tiny model, its copy pretraining, the warm start); -1: "
+            "the league's seed. Leagues with the same base settings and base seed share one "
+            "base, built once into bases/<hash> beside the league folder: set it to share one "
+            "starting point across the seeds of a run, as a pretrained model is shared."
+        ),
+    )
     tiny: TinyConfig = field(
         default_factory=TinyConfig, metadata=_help("[league.learner.tiny], for model = 'tiny'.")
     )
@@ -364,6 +373,8 @@ class LearnerConfig:
             "eval_batch_size",
         ):
             _positive_int(where, name, getattr(self, name))
+        if not isinstance(self.base_seed, int) or self.base_seed < -1:
+            raise ValueError(f"{where}.base_seed must be an integer >= 0, or -1 (the league seed)")
         if not (isinstance(self.warm_start_lr, float) and self.warm_start_lr > 0):
             raise ValueError(f"{where}.warm_start_lr must be a positive number")
         if self.side == "self-play" and self.train.scenarios_per_step % 2:
