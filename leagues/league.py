@@ -268,8 +268,10 @@ class LeagueRun:
         for spec in sorted({s for pool in tournament.buyers for s in pool}):
             self.store.register_agent(spec, "buyer", self.labels.get(spec))
         try:
+            # At least one back-end batch of episodes in flight: one generate call a round.
+            chunk = max(EVAL_CHUNK, self.config.learner.eval_batch_size)
             summary = run_tournament(
-                tournament, self.store, workers=1, progress=False, chunk_size=EVAL_CHUNK
+                tournament, self.store, workers=1, progress=False, chunk_size=chunk
             )
             for backend in open_backends():
                 # Checkpoints are adapters over the base model: one load serves all of them.
