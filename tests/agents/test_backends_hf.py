@@ -327,7 +327,7 @@ def test_stats_accumulate_requests_and_tokens(hf_backend: HFBackend) -> None:
 
 def test_hf_params_are_validated_with_allowed_keys(tiny_model_dir: Path) -> None:
     with pytest.raises(
-        ValueError, match=r"'adapter'.*allowed: device, dtype, batch_size, threads, kv_cache_mib"
+        ValueError, match=r"'adapter'.*known keys: device, dtype, batch_size, threads, kv_cache_mib"
     ):
         backend_from_spec("hf", str(tiny_model_dir), {"adapter": "x"})
     with pytest.raises(ValueError, match="lora= is per request"):

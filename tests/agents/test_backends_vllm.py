@@ -151,16 +151,16 @@ def test_vllm_params_parse_from_spec_strings() -> None:
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"quantization": "awq"}, r"'quantization'.*allowed: dtype, gpu_memory_utilization"),
+        ({"quantization": "awq"}, r"'quantization'.*known keys: dtype, gpu_memory_utilization"),
         ({"dtype": "bf16"}, "dtype='bf16'"),
         ({"gpu_memory_utilization": "1.5"}, "gpu_memory_utilization=1.5"),
         ({"kv_cache_gib": "0"}, "kv_cache_gib=0"),
-        ({"enable_prefix_caching": "maybe"}, "enable_prefix_caching='maybe'"),
+        ({"enable_prefix_caching": "maybe"}, "enable_prefix_caching: expected true or false, got 'maybe'"),
         ({"tensor_parallel_size": "0"}, "tensor_parallel_size=0"),
         ({"max_model_len": "0"}, "max_model_len=0"),
         ({"max_loras": "0"}, "max_loras=0"),
         ({"max_lora_rank": "12"}, "max_lora_rank=12 is invalid: vLLM accepts 1, 8, 16"),
-        ({"log_stats": "sometimes"}, "log_stats='sometimes'"),
+        ({"log_stats": "sometimes"}, "log_stats: expected true or false, got 'sometimes'"),
     ],
 )
 def test_bad_vllm_params_are_rejected_naming_the_key(params: dict, message: str) -> None:
