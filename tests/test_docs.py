@@ -41,3 +41,25 @@ def test_the_metrics_page_documents_every_registered_metric() -> None:
     text = (DOCS / "metrics.md").read_text()
     assert all(f"`{name}`" in text for name in METRICS)
     assert f"the {len(METRICS)} estimates" in text
+
+
+def _table_after(text: str, heading: str) -> list[list[str]]:
+    """The cells of the first Markdown table after ``heading``, header and rule left out."""
+    lines = text[text.index(heading) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_the_metrics_registry_table_is_the_registry_in_its_order() -> None:
+    rows = _table_after((DOCS / "metrics.md").read_text(), "## The registry")
+    assert [name.strip("`") for name, _, _ in rows] == list(METRICS)
+    for name, groups, deal_only in rows:
+        metric = METRICS[name.strip("`")]
+        listed = groups.split(" (")[0]
+        assert set(listed.split(", ")) - {"summary only"} == set(metric.groups), name
+        assert deal_only.startswith("yes") == metric.deal_only, name

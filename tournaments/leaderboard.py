@@ -93,9 +93,9 @@ def buyer_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     counted = metrics.counted(records)
     return {
         "reward": estimate(episode_buyer_side_reward(r) for r in counted).value,
-        "deal_rate": metrics.deal_rate(counted).value,
+        "deal_rate": metrics.METRICS["deal_rate"].over(counted).value,
         "buyer_surplus_extraction": buyer_reward(counted).value,
-        "seller_reward": metrics.reward(counted).value,
+        "seller_reward": metrics.METRICS["reward"].over(counted).value,
     }
 
 

@@ -155,7 +155,10 @@ def test_vllm_params_parse_from_spec_strings() -> None:
         ({"dtype": "bf16"}, "dtype='bf16'"),
         ({"gpu_memory_utilization": "1.5"}, "gpu_memory_utilization=1.5"),
         ({"kv_cache_gib": "0"}, "kv_cache_gib=0"),
-        ({"enable_prefix_caching": "maybe"}, "enable_prefix_caching: expected true or false, got 'maybe'"),
+        (
+            {"enable_prefix_caching": "maybe"},
+            "enable_prefix_caching: expected true or false, got 'maybe'",
+        ),
         ({"tensor_parallel_size": "0"}, "tensor_parallel_size=0"),
         ({"max_model_len": "0"}, "max_model_len=0"),
         ({"max_loras": "0"}, "max_loras=0"),

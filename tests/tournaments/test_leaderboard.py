@@ -127,11 +127,17 @@ def test_seller_rows_carry_the_papers_metrics_over_distinct_episodes(tournament)
     records, _ = tournament
     row = by_agent(leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES))["scripted:prober"]
     own = [r for r in distinct_episodes(records) if r.seller == "scripted:prober"]
-    assert row["reward"] == metrics.reward(own).mean
-    assert row["deal_rate"] == metrics.deal_rate(own).mean
-    assert row["surplus_extraction_ratio"] == metrics.surplus_extraction_ratio(own).mean
-    assert row["deal_on_top_buyer_rate"] == metrics.deal_on_top_buyer_rate(own).mean
-    assert row["sell_below_cost_error_rate"] == metrics.sell_below_cost_error_rate(own).mean
+    assert row["reward"] == metrics.METRICS["reward"].over(own).mean
+    assert row["deal_rate"] == metrics.METRICS["deal_rate"].over(own).mean
+    assert (
+        row["surplus_extraction_ratio"]
+        == metrics.METRICS["surplus_extraction_ratio"].over(own).mean
+    )
+    assert row["deal_on_top_buyer_rate"] == metrics.METRICS["deal_on_top_buyer_rate"].over(own).mean
+    assert (
+        row["sell_below_cost_error_rate"]
+        == metrics.METRICS["sell_below_cost_error_rate"].over(own).mean
+    )
     assert row["deal_buyer_rank_distribution"] == metrics.deal_buyer_rank_distribution(own)
     assert sum(row["deal_buyer_rank_distribution"]) == pytest.approx(1.0)
 
@@ -149,7 +155,7 @@ def test_buyer_board_rates_the_fixed_entry_above_the_pool_with_tit_for_tat(tourn
     assert pool["reward"] == pytest.approx(
         math.fsum(episode_buyer_side_reward(r) for r in pool_records) / len(pool_records)
     )
-    assert pool["deal_rate"] == pytest.approx(metrics.deal_rate(pool_records).mean)
+    assert pool["deal_rate"] == pytest.approx(metrics.METRICS["deal_rate"].over(pool_records).mean)
 
 
 def test_sellers_that_differ_only_by_an_alias_get_equal_ratings(aliases) -> None:
