@@ -334,6 +334,20 @@ class Store:
             for e, p, seller, b, s, i, reward, outcome in rows
         }
 
+    def episode_ids(self) -> dict[EpisodeKey, tuple[int, str]]:
+        """(id, tournament name) of every stored episode by key: the first copy of a key, in the
+        order :meth:`load_records` reads them; counterfactual replays are left out."""
+        rows = self.db.execute(
+            "SELECT e.id, t.name, e.env_version, e.preset, e.seller, e.buyers, e.scenario_seed, "
+            "e.scenario_index FROM episodes e JOIN tournaments t ON t.id = e.tournament_id "
+            "WHERE e.parent_id IS NULL ORDER BY e.tournament_id, e.id"
+        )
+        ids: dict[EpisodeKey, tuple[int, str]] = {}
+        for episode_id, name, env, preset, seller, buyers, seed, index in rows:
+            key = EpisodeKey(env, preset, seller, tuple(json.loads(buyers)), seed, index)
+            ids.setdefault(key, (episode_id, name))
+        return ids
+
     def load_records(
         self,
         tournament: int | str | None = None,
