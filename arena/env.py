@@ -196,7 +196,7 @@ class MarketEnv(AECEnv):
             # Rewards are terminal only: every reward stays 0 until the episode ends.
             self.agent_selection = market.current
         else:
-            paid = market.payoffs()
+            paid = market.settlement()
             self.rewards = {"seller": paid.seller_reward}
             for i, reward in enumerate(paid.buyer_rewards):
                 self.rewards[buyer_seat(i)] = reward

@@ -27,7 +27,7 @@ from agents.backends.vllm_backend import (
     sampling_kwargs,
 )
 from agents.driver import Match
-from agents.engine import play_matches, run_episodes
+from agents.engine import play_matches, play_vs_pool
 from agents.llm import make_llm_agent
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -203,7 +203,7 @@ def test_vllm_seller_plays_batched_episodes_counting_tokens_and_prefix_cache_hit
 ) -> None:
     config = get_preset("in-distribution")
     seller = vllm_spec("narrate=scripted:prober&max_tokens=16")  # valid moves: 5 turns each
-    records, stats = run_episodes(config, scenarios(4), seller, ["scripted:time"])
+    records, stats = play_vs_pool(config, scenarios(4), seller, ["scripted:time"])
     assert stats.errored_episodes == 0 and stats.errors == 0
     turns = [t for r in records for t in r.result.turns if t.agent == "seller"]
     assert len(turns) > 4  # more than one turn per episode: later prompts extend earlier ones
@@ -353,7 +353,7 @@ def test_default_settings_start_on_cpu_and_run_the_reported_eval(lora_model_dir:
     prefix caching, seeded requests at temperature 0.7; it died on its first batch."""
     config = get_preset("in-distribution")
     starts = engine_starts()
-    records, stats = run_episodes(
+    records, stats = play_vs_pool(
         config, scenarios(16), f"vllm:{lora_model_dir}", ["scripted:time"], max_concurrent=16
     )
     assert engine_starts() == starts + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset
 from arena.records import Deal, EpisodeRecord, EpisodeResult
@@ -80,4 +80,6 @@ def record(
 def scripted_records(preset: str, count: int, seed: int = 11) -> list[EpisodeRecord]:
     config = get_preset(preset)
     scenarios = make_scenarios(config, default_catalog(), seed, count)
-    return play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)
+    return play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)[
+        0
+    ]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena import metrics
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.catalog import default_catalog
@@ -44,9 +44,9 @@ def play_tournament(
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, default_catalog(), 0, episodes)
     pairings = {
-        (seller, "|".join(pool)): play_scenarios(
+        (seller, "|".join(pool)): play_vs_pool(
             config, scenarios, seller, list(pool), keep_turns=False
-        )
+        )[0]
         for seller in sellers
         for pool in ENTRIES
     }
@@ -316,7 +316,7 @@ def test_ratings_rows_carry_the_names_agents_were_registered_under(tmp_path: Pat
 
 
 def test_multi_product_seller_rows_carry_matching_quality_and_single_product_rows_do_not() -> None:
-    from agents.engine import play_scenarios
+    from agents.engine import play_vs_pool
     from arena.catalog import default_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenarios
@@ -329,7 +329,7 @@ def test_multi_product_seller_rows_carry_matching_quality_and_single_product_row
         records = [
             r
             for seller in ("scripted:greedy", "scripted:oracle")
-            for r in play_scenarios(config, scenarios, seller, ["scripted:time"])
+            for r in play_vs_pool(config, scenarios, seller, ["scripted:time"])[0]
         ]
         rows[preset] = {row["agent"]: row for row in leaderboard(records, "seller")}
     assert rows["multi-product"]["scripted:oracle"]["matching_quality"] == 1.0
