@@ -55,7 +55,10 @@ class RatingConfig:
     base: float = field(default=10.0, metadata={"help": "odds ratio per `scale` points; > 1"})
     initial: float = field(
         default=1000.0,
-        metadata={"help": "starting Elo rating, and the mean of Bradley-Terry ratings"},
+        metadata={
+            "help": "starting Elo rating, and the Bradley-Terry fixed point: the anchor's rating, "
+            "or the ratings' mean when there is no anchor"
+        },
     )
     bootstrap_rounds: int = field(
         default=200,
