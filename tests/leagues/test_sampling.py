@@ -101,7 +101,7 @@ def test_every_meta_solver_returns_a_mixture_and_a_registered_one_is_a_valid_set
     monkeypatch,
 ):
     game = MetaGame(np.array([0.2, np.nan, 0.9]), np.array([[0.4, 0.1, 0.3]]))
-    assert STRATEGIES == tuple(META_SOLVERS)  # the settings' choices are the registry's names
+    assert tuple(META_SOLVERS) == STRATEGIES  # the settings' choices are the registry's names
     for name, solver in META_SOLVERS.items():
         weights = solver(game)
         assert weights.shape == (3,) and np.isclose(weights.sum(), 1.0) and weights.min() >= 0, name
