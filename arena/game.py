@@ -105,7 +105,7 @@ class _Channel:
         return self._view
 
 
-class Payoffs(NamedTuple):
+class Settlement(NamedTuple):
     """How an episode ended and what each side earned (Section 3.2), without the transcript."""
 
     outcome: str
@@ -146,7 +146,7 @@ class Market:
         self.violation: tuple[Violation, str, str] | None = None
         self.termination: str | None = None
         self._error: str | None = None
-        self._payoffs: Payoffs | None = None
+        self._settlement: Settlement | None = None
         self._result: EpisodeResult | None = None
         self._seller_seen = 0
         self._log: list[tuple[int, Event]] = []
@@ -214,7 +214,7 @@ class Market:
         self.termination = "error"
         self.violation = None
         self._error = reason
-        self._payoffs = self._result = None
+        self._settlement = self._result = None
 
     def _record(
         self,
@@ -369,15 +369,15 @@ class Market:
         self.termination = termination
         self.phase, self.current = "done", ""
 
-    def payoffs(self) -> Payoffs:
+    def settlement(self) -> Settlement:
         """Outcome and rewards of the finished episode, without the transcript (cheap)."""
         if not self.done:
             raise RuntimeError("the episode is not over yet")
-        if self._payoffs is None:
-            self._payoffs = self._settle()
-        return self._payoffs
+        if self._settlement is None:
+            self._settlement = self._settle()
+        return self._settlement
 
-    def _settle(self) -> Payoffs:
+    def _settle(self) -> Settlement:
         sc = self.scenario
         n = sc.num_buyers
         buyer_rewards = [0.0] * n
@@ -402,12 +402,12 @@ class Market:
                 )
                 buyer_rewards[buyer_index(by)] = VIOLATION_REWARD
                 outcome = "violation"
-        return Payoffs(outcome, seller, tuple(buyer_rewards), violation, reason, by)
+        return Settlement(outcome, seller, tuple(buyer_rewards), violation, reason, by)
 
     def result(self) -> EpisodeResult:
         """The episode's outcome, rewards and transcript; call once ``done`` (built once)."""
         if self._result is None:
-            paid = self.payoffs()
+            paid = self.settlement()
             self._result = EpisodeResult(
                 outcome=paid.outcome,
                 termination=self.termination or "",

@@ -41,11 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from agents import check_spec
+from agents.backends.base import DTYPES
 from agents.prompts import PROMPT_STYLES
 from agents.steering import STEERS
 from arena.catalog import SPLITS
 from arena.config import MarketConfig
 from arena.seats import ROLES
+from arena.settings import about as _help
+from arena.settings import check_positive_int as _positive_int
 from arena.settings import from_mapping
 from leagues.sampling import META_SOLVERS
 from leagues.tiny import TinyConfig
@@ -54,16 +57,11 @@ from tournaments.config import market_config, read_toml_table
 SIDES = ("seller", "buyer", "both", "self-play")
 LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 VLLM_MODES = ("colocate", "server")
 REPORTERS = ("tensorboard", "wandb", "trackio")
 """Experiment trackers TRL's trainer can log to without a network (``TrainConfig.report_to``)."""
 TINY = "tiny"
 """``model = "tiny"``: build the project's tiny random chat model into the league folder."""
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 @dataclass(frozen=True)
@@ -602,8 +600,3 @@ def _local_model(base: Path, model: Any) -> bool:
     if not isinstance(model, str) or model == TINY or Path(model).is_absolute():
         return False
     return (base / model / "config.json").is_file()
-
-
-def _positive_int(where: str, name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from agents.finetune import FitConfig, fit_on_transcripts
 from agents.llm import LLMAgentConfig
 from arena import settings
@@ -122,10 +122,10 @@ def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
     for k, agent in enumerate(agents):
         share = scenarios[k :: len(agents)]
         if learner.warm_start_role == "seller":
-            records += play_scenarios(market, share, agent, list(config.buyers))
+            records += play_vs_pool(market, share, agent, list(config.buyers))[0]
             continue
         for j, seller in enumerate(config.sellers):
-            records += play_scenarios(market, share[j :: len(config.sellers)], seller, [agent])
+            records += play_vs_pool(market, share[j :: len(config.sellers)], seller, [agent])[0]
     return records
 
 

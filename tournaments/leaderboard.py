@@ -29,6 +29,7 @@ from arena.buyer_metrics import buyer_reward, episode_buyer_side_reward
 from arena.estimates import estimate
 from arena.metrics import episode_cross_score
 from arena.records import EpisodeRecord
+from arena.settings import check_positive_int
 from tournaments.comparisons import (
     BuyerEntries,
     buyer_entries_of,
@@ -93,9 +94,9 @@ def buyer_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     counted = metrics.counted(records)
     return {
         "reward": estimate(episode_buyer_side_reward(r) for r in counted).value,
-        "deal_rate": metrics.deal_rate(counted).value,
+        "deal_rate": metrics.METRICS["deal_rate"].over(counted).value,
         "buyer_surplus_extraction": buyer_reward(counted).value,
-        "seller_reward": metrics.reward(counted).value,
+        "seller_reward": metrics.METRICS["reward"].over(counted).value,
     }
 
 
@@ -239,8 +240,7 @@ def ratings_over_time(
     rating is None while the player has no comparison (or fewer than two players have one).
     """
     check_role(role)
-    if not isinstance(points, int) or isinstance(points, bool) or points < 1:
-        raise ValueError(f"points must be an integer >= 1; got {points!r}")
+    check_positive_int("", "points", points)
     records = list(records)
     comps = comparisons(records, role, buyer_entries)
     pinned = anchor_player(records, role, anchor, buyer_entries)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset
 from arena.records import Deal, EpisodeRecord, EpisodeResult
-from arena.rewards import seller_reward
+from arena.rewards import VIOLATION_REWARD, buyer_surplus_ratio, seller_reward
 from arena.scenarios import Scenario, make_scenarios
 
 LIST, COST = 34.99, 18.75  # baby-products_17, paper Section 4.4
@@ -27,20 +27,21 @@ def record(
     buyers: tuple[str, ...] | None = None,
     resamples: tuple[int, ...] | None = None,
 ) -> EpisodeRecord:
-    """A hand-built single-product episode; the seller reward follows equation (1)."""
+    """A hand-built single-product episode; its rewards are arena.rewards' (equation (1), the
+    buyer's surplus ratio), so a changed reward changes these records too."""
     n = len(budgets)
     deals = (Deal(deal[0], 0, deal[1], "seller", 3),) if deal else ()
     if outcome is None:
         outcome = "violation" if violation else ("deal" if deal else "no_deal")
     if outcome == "violation":
-        seller = -1.0
+        seller = VIOLATION_REWARD
     elif outcome == "error":
         seller = 0.0
     else:
         seller = seller_reward([(0, deal[1])] if deal else [], [LIST], [COST], [1], n)
     buyer_rewards = [0.0] * n
     if deal and outcome == "deal":
-        buyer_rewards[deal[0]] = (LIST - deal[1]) / (LIST - COST)
+        buyer_rewards[deal[0]] = buyer_surplus_ratio(deal[1], COST, LIST)
     scenario = Scenario(
         seed=0,
         index=0,
@@ -79,4 +80,6 @@ def record(
 def scripted_records(preset: str, count: int, seed: int = 11) -> list[EpisodeRecord]:
     config = get_preset(preset)
     scenarios = make_scenarios(config, default_catalog(), seed, count)
-    return play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)
+    return play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)[
+        0
+    ]
