@@ -280,6 +280,10 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
     for first, second in zip(weights(one), weights(two), strict=True):
         a, b = load_file(str(first)), load_file(str(second))
         assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), first
+    recorded = [json.loads((run / "runs" / "same" / "gen-001-seller" / "league.json").read_text())
+                for run in runs]  # fmt: skip
+    assert recorded[0]["training_seed"] == recorded[1]["training_seed"]
+    assert (recorded[0]["league_seed"], recorded[0]["base_seed"]) == (3, 3)
     # Sampled, not greedy: the model's evaluation replies differ from episode to episode, so
     # equal stores mean equal random streams (tests/leagues/test_trainer_update.py checks that
     # a seeded GRPO step moves the weights and reproduces them).
