@@ -7,6 +7,7 @@ on the same file stops at once with one line naming the first (pid, host, what i
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -59,11 +60,17 @@ def tournament_run(
 def league_run(
     config_path: Annotated[Path, typer.Argument(help="League TOML file.")],
     db: WriteDbOpt = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help='Evaluate on the Ray cluster at this address (sets executor = "ray").'),
+    ] = None,
 ) -> None:
     """Run (or resume) a league: train, evaluate, rate, repeat."""
 
     def run() -> LeagueSummary:
         config = LeagueConfig.from_toml(config_path)
+        if ray_address:
+            config = dataclasses.replace(config, executor="ray", ray_address=ray_address)
         return run_league(config, _database(db, config.name))
 
     console.print(guard(run))

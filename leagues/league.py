@@ -265,8 +265,12 @@ class LeagueRun:
             self.store.register_agent(spec, "buyer", self.labels.get(spec))
         try:
             summary = run_tournament(
-                tournament, self.store, workers=1, progress=False, chunk_size=EVAL_CHUNK
-            )
+                tournament, self.store, workers=self.config.workers, progress=False,
+                chunk_size=EVAL_CHUNK, executor=self.config.executor,
+                ray_address=self.config.ray_address or None,
+            )  # fmt: skip
+            for note in summary.notes:  # the ray executor's actors, loads and lost workers
+                self.log(f"{tournament.name}: {note}")
             for backend in open_backends():
                 # Checkpoints are adapters over the base model: one load serves all of them.
                 adapters = len(getattr(backend, "adapters", ()))
