@@ -149,7 +149,7 @@ def run_pooled(
     released as soon as its last chunk is in (their resources go to the next group), and all
     are killed when the generator ends or is closed. Ray must be initialised."""
     import ray
-    from ray.exceptions import RayActorError
+    from ray.exceptions import GetTimeoutError, RayActorError
 
     task_ref = ray.put(task)
     remote_task = ray.remote(max_retries=MAX_ATTEMPTS)(_apply)
@@ -180,9 +180,12 @@ def run_pooled(
         """The group's last chunk is in: count its model loads, free its actors."""
         mine = [a for a in actors if a.group == group]
         for actor in mine:
-            if not actor.lost:
-                for key, loads in ray.get(actor.handle.loads.remote()).items():
-                    run.model_loads[key] = run.model_loads.get(key, 0) + loads
+            try:  # an actor lost since its last chunk (or restarting) counts no loads
+                loads = {} if actor.lost else ray.get(actor.handle.loads.remote(), timeout=60)
+            except (RayActorError, GetTimeoutError):
+                loads = {}
+            for key, n in loads.items():
+                run.model_loads[key] = run.model_loads.get(key, 0) + n
             ray.kill(actor.handle, no_restart=True)
             actors.remove(actor)
 
