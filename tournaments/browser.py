@@ -36,7 +36,7 @@ from arena.money import format_price
 from arena.records import EpisodeKey, EpisodeRecord
 from arena.seats import SELLER, buyer_seat
 from tournaments.comparisons import BuyerEntries, buyer_entries_of
-from tournaments.store import Store
+from tournaments.store import KEY_COLUMNS, Store, stored_key
 from tournaments.usage import Price, SeatUsage, Usage, side_usage, usage_summary
 from tournaments.zone_chart import zone_charts
 
@@ -65,14 +65,12 @@ def stored_ids(store: Store) -> dict[EpisodeKey, tuple[int, str]]:
     """(id, tournament name) of every stored episode by key; the first copy of a key, in the
     order :func:`tournaments.store.load_records` reads them; replays are left out."""
     rows = store.db.execute(
-        "SELECT e.id, t.name, e.env_version, e.preset, e.seller, e.buyers, e.scenario_seed, "
-        "e.scenario_index FROM episodes e JOIN tournaments t ON t.id = e.tournament_id "
-        "WHERE e.parent_id IS NULL ORDER BY e.tournament_id, e.id"
+        f"SELECT e.id, t.name, {KEY_COLUMNS} FROM episodes e JOIN tournaments t "
+        "ON t.id = e.tournament_id WHERE e.parent_id IS NULL ORDER BY e.tournament_id, e.id"
     )
     ids: dict[EpisodeKey, tuple[int, str]] = {}
-    for episode_id, name, env, preset, seller, buyers, seed, index in rows:
-        key = EpisodeKey(env, preset, seller, tuple(json.loads(buyers)), seed, index)
-        ids.setdefault(key, (episode_id, name))
+    for episode_id, name, *key in rows:
+        ids.setdefault(stored_key(*key), (episode_id, name))
     return ids
 
 

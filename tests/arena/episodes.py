@@ -6,7 +6,7 @@ from agents.engine import play_scenarios
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset
 from arena.records import Deal, EpisodeRecord, EpisodeResult
-from arena.rewards import seller_reward
+from arena.rewards import BUYER_REWARDS, DEFAULT_REWARDS, SELLER_REWARDS, Rewards, settle
 from arena.scenarios import Scenario, make_scenarios
 
 LIST, COST = 34.99, 18.75  # baby-products_17, paper Section 4.4
@@ -26,21 +26,13 @@ def record(
     engaged: tuple[bool, ...] | None = None,
     buyers: tuple[str, ...] | None = None,
     resamples: tuple[int, ...] | None = None,
+    rewards: Rewards = DEFAULT_REWARDS,
 ) -> EpisodeRecord:
-    """A hand-built single-product episode; the seller reward follows equation (1)."""
+    """A hand-built single-product episode, paid by the named ``rewards`` of arena/rewards.py."""
     n = len(budgets)
     deals = (Deal(deal[0], 0, deal[1], "seller", 3),) if deal else ()
     if outcome is None:
         outcome = "violation" if violation else ("deal" if deal else "no_deal")
-    if outcome == "violation":
-        seller = -1.0
-    elif outcome == "error":
-        seller = 0.0
-    else:
-        seller = seller_reward([(0, deal[1])] if deal else [], [LIST], [COST], [1], n)
-    buyer_rewards = [0.0] * n
-    if deal and outcome == "deal":
-        buyer_rewards[deal[0]] = (LIST - deal[1]) / (LIST - COST)
     scenario = Scenario(
         seed=0,
         index=0,
@@ -53,6 +45,16 @@ def record(
         slot_draws=(0.0,) * n,
         episode_seed=1,
     )
+    settlement = settle(scenario, deals)
+    if outcome == "violation":
+        seller = -1.0
+    elif outcome == "error":
+        seller = 0.0
+    else:
+        seller = SELLER_REWARDS[rewards.seller](settlement)
+    buyer_rewards = [0.0] * n
+    if outcome == "deal":
+        buyer_rewards = [BUYER_REWARDS[rewards.buyer](settlement, i) for i in range(n)]
     result = EpisodeResult(
         outcome=outcome,
         termination={"deal": "deal", "no_deal": "turn_limit", "error": "error"}.get(
@@ -73,7 +75,9 @@ def record(
         statuses=("active",) * n,
     )
     lineup = buyers if buyers is not None else ("scripted:time",) * n
-    return EpisodeRecord.create("in-distribution", scenario, "scripted:prober", lineup, result)
+    return EpisodeRecord.create(
+        "in-distribution", scenario, "scripted:prober", lineup, result, rewards=rewards
+    )
 
 
 def scripted_records(preset: str, count: int, seed: int = 11) -> list[EpisodeRecord]:
