@@ -154,7 +154,7 @@ def start_counterfactual(
 ) -> Episode:
     """An episode that has replayed ``record`` through turn ``from_turn`` (checked against the
     record) and whose ``takeovers`` seats (seat -> spec or responder) now belong to their new
-    players; advance it (:func:`agents.engine.play_episodes`) to play the rest."""
+    players; advance it (:func:`agents.engine.drive_episodes`) to play the rest."""
     names = seats(config.num_buyers)
     unknown = sorted(set(takeovers) - set(names))
     if unknown:

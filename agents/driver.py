@@ -7,12 +7,13 @@ its batcher; :meth:`Episode.deliver` applies the batcher's answer through the re
 ``reply``. When the market is done, :meth:`Episode.record` is the one :class:`EpisodeRecord`.
 
 Everything that plays episodes drives them through this class: the batched engine
-(:mod:`agents.engine`, which tournaments, ``arena eval``/``arena play`` and league evaluation
-use), the GRPO rollouts (a learner responder), and the transcript replay of
-:mod:`agents.finetune` (:class:`Replay` responders). A seat's responder can be swapped mid-episode
-(:meth:`Episode.swap`): a counterfactual replay plays the recorded turns up to turn ``k`` and then
-hands the seat to another agent; a human seat is a batched responder whose batcher waits for
-input.
+(:mod:`agents.engine`, which tournaments, ``arena eval``/``arena play``, league evaluation and
+scripted play alike use: an all-scripted episode is played to its end the moment it starts),
+the GRPO rollouts (a learner responder), and the transcript replay of :mod:`agents.finetune`
+(:class:`Replay` responders). A seat's responder can be swapped mid-episode
+(:meth:`Episode.swap`): a counterfactual replay plays the recorded turns up to turn ``k`` and
+then hands the seat to another agent; a human seat is a batched responder whose batcher waits
+for input.
 
 Matches name the players of an episode: a spec string (built and reused by the engine) or a
 ready responder object. :func:`buyer_lineup` fills buyer slots from a pool with the scenario's own
@@ -171,23 +172,6 @@ class Episode:
             self.market.result(),
             rewards=self.config.rewards,
         )
-
-
-def play_episode(
-    config: MarketConfig,
-    scenario: Scenario,
-    seller: Agent,
-    buyers: Sequence[Agent],
-    keep_turns: bool = True,
-) -> EpisodeRecord:
-    """One episode between ready-built immediate agents (scripted, replays), each reset first;
-    agents that wait for a back-end go through :mod:`agents.engine`."""
-    episode = Episode(config, scenario, [seller, *buyers], keep_turns)
-    if episode.advance() is not None:
-        raise ValueError(
-            f"{episode.waiting.spec!r} waits for a back-end; play it with agents.engine"  # type: ignore[union-attr]
-        )
-    return episode.record()
 
 
 class Replay:

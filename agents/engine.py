@@ -1,15 +1,21 @@
 """The batched engine: many episodes in flight, one batcher call per back-end per round.
 
 :func:`play_matches` keeps up to ``max_concurrent`` :class:`agents.driver.Episode` objects
-running (:func:`play_episodes` does the same for episodes built by the caller, e.g.
-counterfactual replays that start after their recorded prefix). Each is advanced as soon as it
-starts and after every reply: immediate responders (scripted agents) answer at once, so an
-all-scripted match is played to the end the moment it starts and the loop never batches
-anything: that is the fast path, with no separate code. A batched responder (an LLM agent, the
-GRPO learner) leaves its request waiting; each round the waiting requests are grouped by batcher
-key (every agent naming the same model shares one back-end, see ``agents.backends.get_backend``)
-and each group is answered by one ``batcher.generate`` call, whose answers go back to their
-episodes.
+running. Three names, one for each way of saying what to play, and nothing else plays episodes:
+
+- :func:`play_matches`: the matches (a scenario and a player per seat) given;
+- :func:`play_vs_pool`: a seller on every scenario against buyers drawn from a pool (the
+  evaluation shape; the matches are built with :func:`agents.driver.buyer_lineup`);
+- :func:`drive_episodes`: episodes the caller builds, e.g. counterfactual replays that start
+  after their recorded prefix, or a human's seat.
+
+Each episode is advanced as soon as it starts and after every reply: immediate responders
+(scripted agents) answer at once, so an all-scripted match is played to the end the moment it
+starts and the loop never batches anything: that is the fast path, with no separate code. A
+batched responder (an LLM agent, the GRPO learner) leaves its request waiting; each round the
+waiting requests are grouped by batcher key (every agent naming the same model shares one
+back-end, see ``agents.backends.get_backend``) and each group is answered by one
+``batcher.generate`` call, whose answers go back to their episodes.
 
 Episodes progress independently: one waiting on a buyer re-sample does not hold back another
 already at its seller's turn; they share the next batch. Sampling seeds come from the scenario's
@@ -159,10 +165,10 @@ def play_matches(
     def release(order: int, episode: Episode) -> None:
         pool.give_back(matches[order].players, episode.responders)
 
-    return play_episodes(len(matches), start, max_concurrent, on_episode, release)
+    return drive_episodes(len(matches), start, max_concurrent, on_episode, release)
 
 
-def play_episodes(
+def drive_episodes(
     count: int,
     start: Callable[[int], Episode],
     max_concurrent: int = 64,
@@ -235,7 +241,7 @@ def _answer(key: str, group: list[tuple[int, Episode, Any]], stats: RunStats) ->
         stats.per_agent.setdefault(responder.spec, AgentUsage()).add(episode.deliver(answer))
 
 
-def run_episodes(
+def play_vs_pool(
     config: MarketConfig,
     scenarios: Iterable[Scenario],
     seller: Player,
@@ -252,15 +258,3 @@ def run_episodes(
         raise ValueError("buyer_pool is empty; give at least one buyer spec")
     matches = [Match(sc, seller, buyer_lineup(sc, buyer_pool)) for sc in scenarios]
     return play_matches(config, matches, max_concurrent, on_episode, keep_turns)
-
-
-def play_scenarios(
-    config: MarketConfig,
-    scenarios: Iterable[Scenario],
-    seller: Player,
-    buyer_pool: Sequence[str],
-    keep_turns: bool = True,
-    on_episode: OnEpisode | None = None,
-) -> list[EpisodeRecord]:
-    """:func:`run_episodes` without the run statistics: the records, in scenario order."""
-    return run_episodes(config, scenarios, seller, buyer_pool, 64, on_episode, keep_turns)[0]

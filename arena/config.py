@@ -15,108 +15,104 @@ from typing import Any
 
 from arena.rewards import BUYER_REWARDS, DEFAULT_REWARDS, SELLER_REWARDS, Rewards
 from arena.seats import seats
-from arena.settings import convert_fields
+from arena.settings import about, check_positive_int, convert_fields
 
 Interval = tuple[float, float]
 
 PAPER_TIERS: tuple[Interval, ...] = ((0.40, 0.55), (0.65, 0.80), (1.00, 1.15))
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
-
-
 @dataclass(frozen=True)
 class MarketConfig:
     """All parameters of one market (paper Sections 3.1, 3.3, 9.2, 9.3; Tables 6 and 8)."""
 
-    name: str = field(default="custom", metadata=_help("Preset name, recorded with every episode."))
-    num_buyers: int = field(default=3, metadata=_help("N: buyers per episode."))
-    total_turns: int = field(default=7, metadata=_help("T: seller messages per episode."))
-    per_buyer_cap: int = field(default=3, metadata=_help("K: seller messages per buyer."))
+    name: str = field(default="custom", metadata=about("Preset name, recorded with every episode."))
+    num_buyers: int = field(default=3, metadata=about("N: buyers per episode."))
+    total_turns: int = field(default=7, metadata=about("T: seller messages per episode."))
+    per_buyer_cap: int = field(default=3, metadata=about("K: seller messages per buyer."))
     allow_full_coverage: bool = field(
         default=False,
-        metadata=_help("Allow T >= N*K (the seller can then exhaust every channel)."),
+        metadata=about("Allow T >= N*K (the seller can then exhaust every channel)."),
     )
     budget_mode: str = field(
         default="tiers",
-        metadata=_help("'tiers': one interval per buyer, uniformly permuted; 'uniform': i.i.d."),
+        metadata=about("'tiers': one interval per buyer, uniformly permuted; 'uniform': i.i.d."),
     )
     budget_tiers: tuple[Interval, ...] = field(
         default=PAPER_TIERS,
-        metadata=_help("Budget-ratio intervals x list price, one per buyer (tiers mode)."),
+        metadata=about("Budget-ratio intervals x list price, one per buyer (tiers mode)."),
     )
     budget_range: Interval = field(
         default=(0.40, 1.15),
-        metadata=_help("Budget-ratio interval x list price for every buyer (uniform mode)."),
+        metadata=about("Budget-ratio interval x list price for every buyer (uniform mode)."),
     )
     regulate_first_offer: bool = field(
         default=True,
-        metadata=_help("Fix each buyer's opening [BUY] to a draw from first_offer_range x list."),
+        metadata=about("Fix each buyer's opening [BUY] to a draw from first_offer_range x list."),
     )
     first_offer_range: Interval = field(
         default=(0.25, 0.30),
-        metadata=_help(
+        metadata=about(
             "Regulated opening-bid ratio interval x list price; its top may not exceed the lowest "
             "budget ratio the market can draw."
         ),
     )
     penalize_buyer_violations: bool = field(
         default=False,
-        metadata=_help(
+        metadata=about(
             "Buyer violations end the episode with buyer reward -1 (bilateral, buyer learns) "
             "instead of being intercepted and re-sampled."
         ),
     )
     max_buyer_retries: int = field(
         default=3,
-        metadata=_help(
+        metadata=about(
             "Re-samples of an invalid buyer reply before the buyer's channel is closed."
         ),
     )
     seller_reward: str = field(
         default=DEFAULT_REWARDS.seller,
-        metadata=_help(
+        metadata=about(
             "The seller's reward, by name (docs/metrics.md): surplus_extraction = eq. (1)."
         ),
     )
     buyer_reward: str = field(
         default=DEFAULT_REWARDS.buyer,
-        metadata=_help(
+        metadata=about(
             "Every buyer's reward, by name (docs/metrics.md): surplus_extraction = Table 12's "
             "(list - P)/(list - C); budget_surplus = (B - P)/(B - C), -1 above budget B."
         ),
     )
-    num_products: int = field(default=1, metadata=_help("M: substitutable products on sale."))
-    stock: int = field(default=1, metadata=_help("Units of each product."))
+    num_products: int = field(default=1, metadata=about("M: substitutable products on sale."))
+    stock: int = field(default=1, metadata=about("Units of each product."))
     valuation_correlation: float = field(
         default=1.0,
-        metadata=_help("Multi-product: 1 = buyers rank products alike, 0 = independent tastes."),
+        metadata=about("Multi-product: 1 = buyers rank products alike, 0 = independent tastes."),
     )
     product_spread: float = field(
         default=0.15,
-        metadata=_help("Multi-product: spread of the product-level valuation term around 1."),
+        metadata=about("Multi-product: spread of the product-level valuation term around 1."),
     )
     price_jitter: float = field(
         default=0.0,
-        metadata=_help(
+        metadata=about(
             "Training augmentation: every price of a scenario (list, cost, budgets, openings) is "
             "multiplied by one factor exp(U[-j, j]); 0 (evaluation) leaves the catalogue's prices."
         ),
     )
     price_scale: float = field(
-        default=1.0, metadata=_help("Multiplies every list price and cost (price-range axis).")
+        default=1.0, metadata=about("Multiplies every list price and cost (price-range axis).")
     )
     seller_temperature: float = field(
-        default=0.7, metadata=_help("Default sampling temperature of LLM sellers (eval 0.7).")
+        default=0.7, metadata=about("Default sampling temperature of LLM sellers (eval 0.7).")
     )
     buyer_temperature: float = field(
-        default=0.7, metadata=_help("Default sampling temperature of LLM buyers.")
+        default=0.7, metadata=about("Default sampling temperature of LLM buyers.")
     )
 
     def __post_init__(self) -> None:
-        _check_positive_int(self, "num_buyers", "per_buyer_cap", "total_turns", "num_products")
-        _check_positive_int(self, "stock")
+        for name in ("num_buyers", "per_buyer_cap", "total_turns", "num_products", "stock"):
+            check_positive_int("", name, getattr(self, name))
         if self.max_buyer_retries < 0:
             raise ValueError("max_buyer_retries must be >= 0 (0 closes the channel at once)")
         if (
@@ -170,13 +166,6 @@ class MarketConfig:
     @property
     def agents(self) -> list[str]:
         return seats(self.num_buyers)
-
-
-def _check_positive_int(cfg: MarketConfig, *names: str) -> None:
-    for name in names:
-        value = getattr(cfg, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def _check_openings_fit_budgets(cfg: MarketConfig) -> None:

@@ -2,8 +2,9 @@
 
 A seller with a private cost negotiates over sealed one-on-one channels with N buyers who each
 hold a private budget, under a global budget of T seller messages and a per-buyer cap K
-(paper 000, Section 3). The rules live in :mod:`arena.game`; this module only adapts them to the
-PettingZoo AEC API.
+(paper 000, Section 3). The market (turns, budgets, deals, rewards) is :class:`arena.game.Market`,
+which applies the rules of :mod:`arena.rules` to messages parsed by :mod:`arena.protocol`; this
+module only adapts it to the PettingZoo AEC API.
 
 | Import             | `from arena.env import MarketEnv, env`                         |
 |--------------------|----------------------------------------------------------------|
@@ -15,7 +16,10 @@ PettingZoo AEC API.
 ## Turn order
 Every buyer opens with a [BUY] (``buyer_1`` first). Then the seller acts; after a [SELL] the
 targeted buyer replies; each exchange costs one of T and one of that buyer's K. The episode ends
-on a deal, a seller [QUIT], when no channel is active, when T is spent, or on a seller violation.
+on a seller [QUIT], when no channel is active, when T is spent, on a seller violation (or a
+penalised buyer violation), or when the stock is sold out: with one product and one unit, that
+is the first deal; with several products or units the episode goes on after a deal, the buyer
+who bought leaving the market.
 
 ## Observations
 The seller sees every channel's Talk and Action plus the standing-offers board. A buyer sees only
@@ -196,7 +200,7 @@ class MarketEnv(AECEnv):
             # Rewards are terminal only: every reward stays 0 until the episode ends.
             self.agent_selection = market.current
         else:
-            paid = market.payoffs()
+            paid = market.settlement()
             self.rewards = {"seller": paid.seller_reward}
             for i, reward in enumerate(paid.buyer_rewards):
                 self.rewards[buyer_seat(i)] = reward

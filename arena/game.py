@@ -28,7 +28,7 @@ from arena.protocol import (
     parse_seller,
 )
 from arena.records import Deal, EpisodeResult, Event, TurnRecord
-from arena.rewards import BUYER_REWARDS, SELLER_REWARDS, VIOLATION_REWARD, settle
+from arena.rewards import BUYER_REWARDS, SELLER_REWARDS, VIOLATION_REWARD, reward_input
 from arena.rules import (
     Status,
     Violation,
@@ -105,7 +105,7 @@ class _Channel:
         return self._view
 
 
-class Payoffs(NamedTuple):
+class Settlement(NamedTuple):
     """How an episode ended and what each side earned (Section 3.2), without the transcript."""
 
     outcome: str
@@ -148,7 +148,7 @@ class Market:
         self.violation: tuple[Violation, str, str] | None = None
         self.termination: str | None = None
         self._error: str | None = None
-        self._payoffs: Payoffs | None = None
+        self._settlement: Settlement | None = None
         self._result: EpisodeResult | None = None
         self._seller_seen = 0
         self._log: list[tuple[int, Event]] = []
@@ -216,7 +216,7 @@ class Market:
         self.termination = "error"
         self.violation = None
         self._error = reason
-        self._payoffs = self._result = None
+        self._settlement = self._result = None
 
     def _record(
         self,
@@ -371,17 +371,17 @@ class Market:
         self.termination = termination
         self.phase, self.current = "done", ""
 
-    def payoffs(self) -> Payoffs:
+    def settlement(self) -> Settlement:
         """Outcome and rewards of the finished episode, without the transcript (cheap)."""
         if not self.done:
             raise RuntimeError("the episode is not over yet")
-        if self._payoffs is None:
-            self._payoffs = self._settle()
-        return self._payoffs
+        if self._settlement is None:
+            self._settlement = self._settle()
+        return self._settlement
 
-    def _settle(self) -> Payoffs:
+    def _settle(self) -> Settlement:
         """Outcome and rewards: the market's named rewards read one
-        :class:`arena.rewards.Settlement`; a violation pays its author -1 whatever the rewards
+        :class:`arena.rewards.RewardInput`; a violation pays its author -1 whatever the rewards
         (Section 3.2)."""
         sc = self.scenario
         n = sc.num_buyers
@@ -393,9 +393,9 @@ class Market:
             violation, reason, by = self.violation[0].value, self.violation[1], "seller"
             outcome, seller = "violation", VIOLATION_REWARD
         else:
-            settlement = settle(sc, self.deals)
-            seller = self._seller_reward(settlement)
-            buyer_rewards = [self._buyer_reward(settlement, i) for i in range(n)]
+            read = reward_input(sc, self.deals)
+            seller = self._seller_reward(read)
+            buyer_rewards = [self._buyer_reward(read, i) for i in range(n)]
             outcome = "deal" if self.deals else "no_deal"
             if self.violation is not None:
                 violation, reason, by = (
@@ -405,12 +405,12 @@ class Market:
                 )
                 buyer_rewards[buyer_index(by)] = VIOLATION_REWARD
                 outcome = "violation"
-        return Payoffs(outcome, seller, tuple(buyer_rewards), violation, reason, by)
+        return Settlement(outcome, seller, tuple(buyer_rewards), violation, reason, by)
 
     def result(self) -> EpisodeResult:
         """The episode's outcome, rewards and transcript; call once ``done`` (built once)."""
         if self._result is None:
-            paid = self.payoffs()
+            paid = self.settlement()
             self._result = EpisodeResult(
                 outcome=paid.outcome,
                 termination=self.termination or "",

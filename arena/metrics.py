@@ -4,12 +4,12 @@ Two layers, kept apart so every number can be traced to one episode:
 
 - ``episode_*`` functions read one :class:`EpisodeRecord` and return the episode's value, or
   ``None`` when the metric does not apply to it (a deal-only metric on a no-deal episode).
-- Aggregators named after the paper's metrics (``reward``, ``deal_rate``, ...) average those
-  values over a list of records into an :class:`Estimate` (mean, standard error, sample count).
-
-:data:`METRICS` is the one registry of the per-episode metrics: name, function, headers, paper
-reference, deal-only flag and the tables that show it (:func:`group`). ``summarize``, the
-leaderboards, the CLI columns, the league's per-step logging and the reports all iterate it.
+- :data:`METRICS` is the one registry of the per-episode metrics: name, function, headers,
+  paper reference, deal-only flag and the tables that show it (:func:`group`). A metric's
+  ``over(records)`` averages its values into an :class:`Estimate` (mean, standard error, sample
+  count): ``METRICS["deal_rate"].over(records)``. ``summarize``, the leaderboards, the CLI
+  columns, the league's per-step logging, the reports and the browser all read it, and nothing
+  else aggregates a registered metric.
 
 Episodes whose outcome is ``"error"`` (a back-end failure, not a decision of the agent) count for
 no metric: the paper reports over "successfully-parsed" episodes (Section 4.1).
@@ -263,20 +263,22 @@ METRICS: dict[str, Metric] = {
                 "First-Offer Full Rank Match", "", "Sec 13.1, Table 11"),
         _metric("first_offer_top1_match", episode_first_offer_top1_match,
                 "First-Offer Top-1 Match", "", "Sec 13.1, Table 11"),
-        _metric("buyer_resamples", episode_buyer_resamples, "Buyer Re-samples", "", "Sec 3.1"),
+        _metric("buyer_resamples_per_episode", episode_buyer_resamples,
+                "Buyer Re-samples per Episode", "", "Sec 3.1"),
         _metric("matching_quality", episode_matching_quality, "Matching Quality", "Matching",
                 "seed 004", MULTI_PRODUCT),
         _metric("optimal_pair_share", episode_optimal_pair_share, "Optimal Pair Share",
                 "Opt. Pairs", "seed 004", MULTI_PRODUCT, deal_only=True),
         _metric("deals_per_episode", episode_deals, "Deals per Episode", "Deals/Ep", "seed 004",
                 MULTI_PRODUCT),
-        _metric("seller_surplus_captured", episode_seller_surplus_share, "Seller Surplus Share",
+        _metric("seller_surplus_share", episode_seller_surplus_share, "Seller Surplus Share",
                 "", "seed 004", deal_only=True),
         _metric("turns_per_deal", episode_turns_per_deal, "Turns per Deal", "", "seed 004",
                 deal_only=True),
     )
 }  # fmt: skip
-"""Every per-episode metric, in the order of ``summarize`` (Table 1 first)."""
+"""Every per-episode metric, in the order of ``summarize`` (Table 1 first); a name is the key
+of one quantity everywhere (JSON, logs, stored rows, docs/metrics.md)."""
 
 
 def group(name: str) -> tuple[Metric, ...]:
@@ -285,46 +287,6 @@ def group(name: str) -> tuple[Metric, ...]:
 
 
 # Aggregates over records --------------------------------------------------------------------
-
-
-def reward(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean seller reward R (Sec 4.1)."""
-    return mean_over(records, episode_reward)
-
-
-def surplus_extraction_ratio(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Seller Surplus Extraction Ratio over deal episodes only (Sec 4.1)."""
-    return mean_over(records, episode_surplus_extraction_ratio)
-
-
-def deal_rate(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Fraction of successfully-parsed episodes that close with a deal (Sec 4.1)."""
-    return mean_over(records, episode_deal)
-
-
-def distinct_buyers_engaged(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean count of buyers that received a seller message (Sec 4.1)."""
-    return mean_over(records, episode_distinct_buyers_engaged)
-
-
-def deal_on_top_buyer_rate(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Conditional on a deal, fraction closed with the rank-1 buyer by budget (Sec 4.1)."""
-    return mean_over(records, episode_deal_on_top_buyer)
-
-
-def sell_below_cost_error_rate(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Fraction of episodes ended by a below-cost violation (Sec 4.2, Figure 5)."""
-    return mean_over(records, episode_sold_below_cost)
-
-
-def sell_above_cost_accuracy(records: Iterable[EpisodeRecord]) -> Estimate:
-    """1 - Sell-Below-Cost Error Rate (Sec 4.2, Figure 3)."""
-    return mean_over(records, episode_sold_above_cost)
-
-
-def violation_rate(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Fraction of episodes ended by any violation (Sec 3.2)."""
-    return mean_over(records, episode_violation)
 
 
 def violation_rate_by_kind(records: Iterable[EpisodeRecord]) -> dict[str, Estimate]:
@@ -349,36 +311,6 @@ def deal_buyer_rank_distribution(records: Iterable[EpisodeRecord]) -> list[float
             counts[buyer_rank(record.scenario, d.buyer, d.product) - 1] += 1
     total = sum(counts)
     return [c / total for c in counts]
-
-
-def buyer_resample_rate(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean re-sampled buyer replies per episode (Sec 3.1 buyer interception)."""
-    return mean_over(records, episode_buyer_resamples)
-
-
-def deals_per_episode(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean number of deals per episode (1 at most with one product and one unit)."""
-    return mean_over(records, episode_deals)
-
-
-def matching_quality(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean matching quality over episodes where some trade can gain (issue 6)."""
-    return mean_over(records, episode_matching_quality)
-
-
-def optimal_pair_share(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean share of deals on optimal-assignment pairs over deal episodes (issue 6)."""
-    return mean_over(records, episode_optimal_pair_share)
-
-
-def seller_surplus_captured(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean seller share of the realised gains over episodes with a deal (seed 004)."""
-    return mean_over(records, episode_seller_surplus_share)
-
-
-def turns_per_deal(records: Iterable[EpisodeRecord]) -> Estimate:
-    """Mean seller messages per deal over deal episodes (issue 6)."""
-    return mean_over(records, episode_turns_per_deal)
 
 
 def summarize(records: Iterable[EpisodeRecord]) -> dict[str, Any]:

@@ -14,6 +14,8 @@ Actions are rendered from parsed values, never copied. An observation is at most
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from arena.catalog import Product
 from arena.money import format_price
 from arena.records import Event
@@ -66,12 +68,26 @@ def _fit(text: str) -> str:
     return text[:head] + _CUT_NOTE + text[-_KEPT_TAIL:]
 
 
-def action_text(event: Event) -> str:
-    """``[SELL] $30.00`` (``... on product 2`` in a multi-product market), from parsed values."""
-    text = (
-        f"[{event.kind}]" if event.price is None else f"[{event.kind}] {format_price(event.price)}"
-    )
-    return text if event.product is None else f"{text} on product {event.product + 1}"
+class Move(Protocol):
+    """A parsed move: an :class:`~arena.records.Event`, or a stored turn that was valid."""
+
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def price(self) -> float | None: ...
+    @property
+    def product(self) -> int | None: ...
+
+
+def action_text(move: Move) -> str:
+    """``[SELL] $30.00`` (``... on product 2`` when the move names a product), from its parsed
+    values: the one way a move is written for people (observations, the report's episode
+    browser, ``arena replay``); "" for a turn that parsed to no move."""
+    if move.kind is None:
+        return ""
+    price = move.price
+    text = f"[{move.kind}]" if price is None else f"[{move.kind}] {format_price(price)}"
+    return text if move.product is None else f"{text} on product {move.product + 1}"
 
 
 def board_line(

@@ -1,7 +1,7 @@
 """Verifiable rewards (paper Section 3.2, equation (1); buyer side Section 13.2 and seed 003).
 
 Each side's reward is a named pure function of one typed value, the episode's
-:class:`Settlement` (every deal with its price, cost, list price and the dealt buyer's budget,
+:class:`RewardInput` (every deal with its price, cost, list price and the dealt buyer's budget,
 and the market's products and budgets). A market picks one per side by name,
 ``MarketConfig.seller_reward`` from :data:`SELLER_REWARDS` and ``MarketConfig.buyer_reward``
 from :data:`BUYER_REWARDS`: a new variant is one function and one entry. Violations are not a
@@ -41,7 +41,7 @@ class Trade(NamedTuple):
     """The dealt buyer's private budget (valuation) for the product."""
 
 
-class Settlement(NamedTuple):
+class RewardInput(NamedTuple):
     """What any reward reads of a finished episode without a seller violation: one value, so a
     new reward needs no new argument anywhere."""
 
@@ -62,8 +62,8 @@ class Settlement(NamedTuple):
         return next((t for t in self.trades if t.buyer == buyer), None)
 
 
-def settle(scenario: Scenario, deals: Sequence[Deal]) -> Settlement:
-    """The settlement of ``deals`` closed on ``scenario``."""
+def reward_input(scenario: Scenario, deals: Sequence[Deal]) -> RewardInput:
+    """What the rewards read of ``deals`` closed on ``scenario``."""
     products, budgets = scenario.products, scenario.valuations
     trades = tuple(
         Trade(
@@ -76,7 +76,7 @@ def settle(scenario: Scenario, deals: Sequence[Deal]) -> Settlement:
         )
         for d in deals
     )
-    return Settlement(trades, scenario.list_prices, scenario.costs, scenario.stock, budgets)
+    return RewardInput(trades, scenario.list_prices, scenario.costs, scenario.stock, budgets)
 
 
 # Formulas on one deal -------------------------------------------------------------------------
@@ -123,7 +123,7 @@ def list_margin_capacity(
 # The rewards, by name ---------------------------------------------------------------------------
 
 
-def seller_surplus_extraction(s: Settlement) -> float:
+def seller_surplus_extraction(s: RewardInput) -> float:
     """Eq. (1) on one deal, else profit over list-margin capacity capped at 1 (Sec 3.2; issue 6)."""
     if not s.trades:
         return NO_DEAL_REWARD
@@ -134,20 +134,20 @@ def seller_surplus_extraction(s: Settlement) -> float:
     return min(1.0, profit / list_margin_capacity(s.list_prices, s.costs, s.stock, s.num_buyers))
 
 
-def buyer_surplus_extraction(s: Settlement, buyer: int) -> float:
+def buyer_surplus_extraction(s: RewardInput, buyer: int) -> float:
     """Table 12: clip((P_list - P)/(P_list - C), 0, 1) on its deal, 0 without (Sec 13.2)."""
     t = s.trade_of(buyer)
     return NO_DEAL_REWARD if t is None else buyer_surplus_ratio(t.price, t.cost, t.list_price)
 
 
-def buyer_budget_surplus(s: Settlement, buyer: int) -> float:
+def buyer_budget_surplus(s: RewardInput, buyer: int) -> float:
     """clip((B - P)/(B - C), 0, 1) on the buyer's deal, -1 above budget, 0 without (seed 003)."""
     t = s.trade_of(buyer)
     return NO_DEAL_REWARD if t is None else buyer_budget_share(t.price, t.cost, t.budget)
 
 
-SellerReward = Callable[[Settlement], float]
-BuyerReward = Callable[[Settlement, int], float]
+SellerReward = Callable[[RewardInput], float]
+BuyerReward = Callable[[RewardInput, int], float]
 
 SELLER_REWARDS: dict[str, SellerReward] = {
     "surplus_extraction": seller_surplus_extraction,

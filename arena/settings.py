@@ -13,8 +13,10 @@ through :func:`from_mapping`, so they convert and fail the same way:
 * :func:`changes` compares a stored config with the one asked for, aware of defaults: a setting
   the stored config lacks was added to the code since, and counts as unchanged while it keeps its
   default, so adding a field never orphans a stored tournament or league.
-* :func:`field_help` and :func:`markdown_table` read the ``metadata["help"]`` of every field, for
-  the command line's ``--help`` and the docs.
+* :func:`about` writes a field's help (``metadata=about("...")``); :func:`field_help` and
+  :func:`markdown_table` read the ``metadata["help"]`` of every field, for the command line's
+  ``--help`` and the docs.
+* :func:`check_positive_int` is the one check of a count setting (an integer >= 1, never a bool).
 
 Only the standard library is used, so the bottom layer (the market config) can use it too.
 """
@@ -37,6 +39,19 @@ NONE = ("", "none")
 
 class SettingsError(ValueError):
     """A setting that cannot be read; the message names where it came from."""
+
+
+def about(text: str) -> dict[str, str]:
+    """A field's metadata holding its help text: ``field(default=3, metadata=about("..."))``."""
+    return {"help": text}
+
+
+def check_positive_int(where: str, name: str, value: Any) -> None:
+    """Refuse a count setting that is not an integer >= 1 (a bool is no integer); the error
+    names ``where.name`` (just ``name`` when ``where`` is empty)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        place = f"{where}.{name}" if where else name
+        raise ValueError(f"{place} must be an integer >= 1, got {value!r}")
 
 
 def field_types(cls: type) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.money import format_price
+from arena.observations import action_text
 from arena.records import EpisodeRecord
 from arena.settings import field_help
 from arena_cli.console import console, guard, progress, say
@@ -71,10 +72,9 @@ def continuation(item: Counterfactual) -> list[str]:
     lines, turn = [], item.takeover.from_turn
     for t in item.record.result.turns[item.replayed :]:
         turn += t.agent == "seller"
-        action = "(invalid)" if t.kind is None else f"[{t.kind.upper()}]"
-        price = "" if t.price is None else f" {format_price(t.price)}"
+        action = action_text(t) or "(invalid)"
         reason = "" if t.valid else f"  rejected: {t.reason}"
-        lines.append(f"turn {turn}  {t.agent} -> {t.to}: {action}{price}{reason}")
+        lines.append(f"turn {turn}  {t.agent} -> {t.to}: {action}{reason}")
     return lines
 
 

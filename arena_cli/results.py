@@ -17,7 +17,7 @@ from arena_cli.console import console, guard, say
 from arena_cli.options import JsonOpt, ReadDbOpt, writable_file, writable_folder
 from leagues.report import league_sections
 from tournaments.browser import DEFAULT_CAP
-from tournaments.comparisons import ROLES
+from tournaments.comparisons import RATING_ROLES
 from tournaments.leaderboard import (
     add_names,
     leaderboard,
@@ -56,7 +56,7 @@ def ratings(
     tokens (and cost, given prices) per episode."""
 
     def run() -> list[dict[str, Any]]:
-        if role not in ROLES:
+        if role not in RATING_ROLES:
             raise ValueError(f"--role must be seller, buyer or cross, not {role!r}")
         writable_file(json_path, "--json")
         records = load_records(db, tournament=tournament)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends import close_backends
-from agents.engine import run_episodes
+from agents.engine import play_vs_pool
 from agents.llm import make_llm_agent
 from arena.catalog import load_catalog
 from arena.config import MarketConfig, get_preset
@@ -59,7 +59,7 @@ def measure(
 ) -> tuple[float, list[EpisodeRecord]]:
     """(episodes per second, records) of one run."""
     start = time.perf_counter()
-    records, _ = run_episodes(config, scenarios, seller, pool, max_concurrent=concurrent)
+    records, _ = play_vs_pool(config, scenarios, seller, pool, max_concurrent=concurrent)
     return len(records) / (time.perf_counter() - start), records
 
 

@@ -126,7 +126,7 @@ def replay_core(
         for text in script:
             market.view()
             market.step(text)
-        market.payoffs()
+        market.settlement()
         if keep is not None:
             keep.append(market)
     return time.process_time() - start

@@ -135,7 +135,7 @@ def tiny_model(folder: Path) -> str:
 
 def run(args: argparse.Namespace, model: str) -> dict[str, Any]:
     from agents.backends import close_backends
-    from agents.engine import run_episodes
+    from agents.engine import play_vs_pool
     from agents.llm import make_llm_agent
     from arena.catalog import load_catalog
     from arena.config import get_preset
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace, model: str) -> dict[str, Any]:
     before = server_counters(args.server) if args.server else {}
     cached_before, asked_before = backend.stats.tokens_cached, backend.stats.tokens_in
     start = time.perf_counter()
-    records, stats = run_episodes(
+    records, stats = play_vs_pool(
         config, scenarios, seller, [buyer], max_concurrent=args.max_concurrent
     )
     seconds = time.perf_counter() - start

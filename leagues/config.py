@@ -41,11 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from agents import check_spec
+from agents.backends.base import DTYPES
 from agents.prompts import PROMPT_STYLES
 from agents.steering import STEERS
 from arena.catalog import SPLITS
 from arena.config import MarketConfig
 from arena.seats import ROLES
+from arena.settings import about as _help
+from arena.settings import check_positive_int as _positive_int
 from arena.settings import from_mapping
 from leagues.sampling import META_SOLVERS
 from leagues.tiny import TinyConfig
@@ -54,16 +57,11 @@ from tournaments.config import market_config, read_toml_table
 SIDES = ("seller", "buyer", "both", "self-play")
 LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 VLLM_MODES = ("colocate", "server")
 REPORTERS = ("tensorboard", "wandb", "trackio")
 """Experiment trackers TRL's trainer can log to without a network (``TrainConfig.report_to``)."""
 TINY = "tiny"
 """``model = "tiny"``: build the project's tiny random chat model into the league folder."""
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 @dataclass(frozen=True)
@@ -335,6 +333,15 @@ class LearnerConfig:
         default=200, metadata=_help("Optimizer steps of the warm-start fit (batches of 8 turns).")
     )
     warm_start_lr: float = field(default=3e-3, metadata=_help("Learning rate of the warm start."))
+    base_seed: int = field(
+        default=-1,
+        metadata=_help(
+            "Seed of the base model (the tiny model, its copy pretraining, the warm start); -1: "
+            "the league's seed. Leagues with the same base settings and base seed share one "
+            "base, built once into bases/<hash> beside the league folder: set it to share one "
+            "starting point across the seeds of a run, as a pretrained model is shared."
+        ),
+    )
     tiny: TinyConfig = field(
         default_factory=TinyConfig, metadata=_help("[league.learner.tiny], for model = 'tiny'.")
     )
@@ -364,6 +371,8 @@ class LearnerConfig:
             "eval_batch_size",
         ):
             _positive_int(where, name, getattr(self, name))
+        if not isinstance(self.base_seed, int) or self.base_seed < -1:
+            raise ValueError(f"{where}.base_seed must be an integer >= 0, or -1 (the league seed)")
         if not (isinstance(self.warm_start_lr, float) and self.warm_start_lr > 0):
             raise ValueError(f"{where}.warm_start_lr must be a positive number")
         if self.side == "self-play" and self.train.scenarios_per_step % 2:
@@ -591,8 +600,3 @@ def _local_model(base: Path, model: Any) -> bool:
     if not isinstance(model, str) or model == TINY or Path(model).is_absolute():
         return False
     return (base / model / "config.json").is_file()
-
-
-def _positive_int(where: str, name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")

@@ -41,6 +41,7 @@ writes a database at a time: a league or tournament run on a file in use stops a
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 import time
@@ -55,7 +56,7 @@ from arena.seats import ROLES
 from leagues.colocate import check_sampler_model
 from leagues.config import LeagueConfig
 from leagues.metagame import opponent_mixture, other, population
-from leagues.models import prepare_base_model
+from leagues.models import base_seed, prepare_base_model
 from leagues.plan import (
     GenerationPlan,
     check_splits,
@@ -95,6 +96,12 @@ EVAL_CHUNK = 64
 
 def _stderr(message: str) -> None:
     print(f"[league] {message}", file=sys.stderr, flush=True)
+
+
+def training_seed(config: LeagueConfig, generation: int) -> int:
+    """The seed of a generation's GRPO run (TRL's seed: LoRA init, and rollouts through
+    :func:`leagues.trainer.step_seed`), from the league seed and the generation."""
+    return int(np.random.SeedSequence([config.seed, generation]).generate_state(1)[0])
 
 
 def league_folder(config: LeagueConfig, db_path: Path) -> Path:
@@ -211,7 +218,7 @@ class LeagueRun:
             steps=steps,
             output_dir=folder / "trainer",
             adapter_dir=folder / "adapter",
-            seed=int(np.random.SeedSequence([config.seed, g]).generate_state(1)[0]),
+            seed=training_seed(config, g),
             learner_name=learner_name(plan.label, config.learner),
             log_dir=self.folder / "logs" / folder.name,
             run_name=f"{self.name}/{folder.name}",
@@ -245,6 +252,12 @@ class LeagueRun:
                 spec, role, plan.label, parent=parent, path=str(adapter), **lineage
             )
         checkpoint = dict.fromkeys(roles, spec)
+        # The seeds a checkpoint came from travel with its files (reproduce or audit it).
+        (folder / "league.json").write_text(json.dumps({
+            "league": self.name, "label": plan.label, "generation": g, "league_seed": config.seed,
+            "base_seed": base_seed(config), "training_seed": training_seed(config, g),
+            "config_hash": lineage["config_hash"], "base": str(self.base), "parent": plan.parent,
+        }, indent=2))  # fmt: skip
         return dataclasses.replace(plan, adapter=str(adapter), checkpoint=checkpoint)
 
     def evaluate(self, g: int, plan: GenerationPlan) -> GenerationPlan:
@@ -268,8 +281,10 @@ class LeagueRun:
         for spec in sorted({s for pool in tournament.buyers for s in pool}):
             self.store.register_agent(spec, "buyer", self.labels.get(spec))
         try:
+            # At least one back-end batch of episodes in flight: one generate call a round.
+            chunk = max(EVAL_CHUNK, self.config.learner.eval_batch_size)
             summary = run_tournament(
-                tournament, self.store, workers=1, progress=False, chunk_size=EVAL_CHUNK
+                tournament, self.store, workers=1, progress=False, chunk_size=chunk
             )
             for backend in open_backends():
                 # Checkpoints are adapters over the base model: one load serves all of them.

@@ -25,7 +25,7 @@ import numpy as np
 from leagues.config import LeagueConfig
 from leagues.sampling import META_SOLVERS, MetaGame
 from leagues.state import finished, generations, league_tournaments
-from tournaments.store import Payoff, Store
+from tournaments.store import PayoffSums, Store
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def population(store: Store, config: LeagueConfig, role: str) -> list[Member]:
 class PayoffTable:
     """Per (seller, buyer lineup): the stored payoff sums of the league's evaluation episodes."""
 
-    def __init__(self, cells: Mapping[tuple[str, tuple[str, ...]], Payoff]) -> None:
+    def __init__(self, cells: Mapping[tuple[str, tuple[str, ...]], PayoffSums]) -> None:
         self.cells = dict(cells)
 
     @classmethod
@@ -72,7 +72,7 @@ class PayoffTable:
         ids = [tid for tid, _, _ in league_tournaments(store, league)]
         return cls(store.payoffs(ids))
 
-    def meeting(self, role: str, agent: str, opponent: str) -> Payoff | None:
+    def meeting(self, role: str, agent: str, opponent: str) -> PayoffSums | None:
         """The summed payoffs of ``agent`` in ``role`` against ``opponent`` in every opposing
         seat; None when they never met."""
         seller, buyer = (agent, opponent) if role == "seller" else (opponent, agent)
@@ -83,7 +83,7 @@ class PayoffTable:
         ]
         if not found:
             return None
-        return Payoff(*(sum(values) for values in zip(*found, strict=True)))
+        return PayoffSums(*(sum(values) for values in zip(*found, strict=True)))
 
     def win_rate(self, role: str, agent: str, opponent: str) -> float:
         """``agent``'s share of the gains from trade against ``opponent`` (NaN: never met)."""

@@ -18,12 +18,16 @@ warm-started model for RL to find.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from agents.finetune import FitConfig, fit_on_transcripts
 from agents.llm import LLMAgentConfig
+from arena import settings
 from arena.catalog import load_catalog, split_catalog
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
@@ -33,13 +37,46 @@ from leagues.trainer import check_model_folder, load_chat_tokenizer, save_atomic
 
 Log = Callable[[str], None]
 VLLM_MIN_HEAD_SIZE = 32
+BASE_VERSION = 1
+"""Bump when the code that builds a base changes what it builds: old shared bases are not
+reused then."""
+
+
+def base_seed(config: LeagueConfig) -> int:
+    """The seed of the base model: ``learner.base_seed``, else the league's."""
+    return config.seed if config.learner.base_seed == -1 else config.learner.base_seed
+
+
+def base_settings(config: LeagueConfig) -> dict[str, Any]:
+    """Everything that shapes the base model (a built tiny model, its copy pretraining, the
+    warm start): leagues that agree on these (seeds of one recipe, reruns) share one base."""
+    learner = config.learner
+    warm = {k: getattr(learner, k) for k in ("warm_start", "warm_start_talk",
+            "warm_start_episodes", "warm_start_steps", "warm_start_lr", "prompt")}  # fmt: skip
+    return settings.to_json({
+        "version": BASE_VERSION, "seed": base_seed(config), "model": learner.model,
+        "tiny": learner.tiny, "use_vllm": learner.train.use_vllm, "warm": warm,
+        "market": config.train_market_config(), "catalog": config.catalog,
+        "train_split": config.train_split, "sellers": config.sellers, "buyers": config.buyers,
+    })  # fmt: skip
+
+
+def base_folder(config: LeagueConfig, folder: Path) -> Path:
+    """Where a league's built base (tiny model, warm start) lives: ``bases/<hash of
+    base_settings>`` beside the league folder, shared by every league there with the same
+    base; a league stored before bases were shared keeps its own (``<folder>/tiny-model``,
+    ``<folder>/warm-start``)."""
+    if any((folder / name / "config.json").is_file() for name in ("tiny-model", "warm-start")):
+        return folder
+    text = json.dumps(base_settings(config), sort_keys=True)
+    return folder.parent / "bases" / hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def resolve_model_path(config: LeagueConfig, folder: Path) -> tuple[Path, bool]:
     """(model folder, whether it is the tiny model to build there when absent)."""
     model = config.learner.model
     if model == TINY:
-        return folder / "tiny-model", True
+        return base_folder(config, folder) / "tiny-model", True
     path = Path(model).expanduser()
     if path.is_absolute():
         return path, False
@@ -61,12 +98,13 @@ def prepare_base_model(config: LeagueConfig, folder: Path, log: Log) -> Path:
             tiny = dataclasses.replace(tiny, heads=max(1, tiny.hidden // VLLM_MIN_HEAD_SIZE))
             log(f"use_vllm: the tiny model gets {tiny.heads} heads (head size >= 32 for vLLM)")
         log(f"building the project's tiny model at {path}")
-        save_atomically(path, lambda tmp: build_league_tiny_model(tmp, tiny, config.seed, log))
+        seed = base_seed(config)
+        save_atomically(path, lambda tmp: build_league_tiny_model(tmp, tiny, seed, log))
     check_model_folder(path)
     load_chat_tokenizer(path)
     if not config.learner.warm_start:
         return path
-    return warm_start(config, path, folder / "warm-start", log)
+    return warm_start(config, path, base_folder(config, folder) / "warm-start", log)
 
 
 def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
@@ -76,16 +114,18 @@ def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
     learner = config.learner
     market = config.train_market_config()
     catalog = split_catalog(load_catalog(config.catalog), config.train_split)
-    scenarios = make_scenarios(market, catalog, config.seed + 7_919, learner.warm_start_episodes)
+    scenarios = make_scenarios(
+        market, catalog, base_seed(config) + 7_919, learner.warm_start_episodes
+    )
     agents = learner.warm_start_specs
     records = []
     for k, agent in enumerate(agents):
         share = scenarios[k :: len(agents)]
         if learner.warm_start_role == "seller":
-            records += play_scenarios(market, share, agent, list(config.buyers))
+            records += play_vs_pool(market, share, agent, list(config.buyers))[0]
             continue
         for j, seller in enumerate(config.sellers):
-            records += play_scenarios(market, share[j :: len(config.sellers)], seller, [agent])
+            records += play_vs_pool(market, share[j :: len(config.sellers)], seller, [agent])[0]
     return records
 
 
@@ -104,7 +144,7 @@ def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
         steps=learner.warm_start_steps,
         learning_rate=learner.warm_start_lr,
         warmup_steps=min(20, learner.warm_start_steps // 10),
-        seed=config.seed,
+        seed=base_seed(config),
     )
 
     def write(folder: Path) -> None:

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 
 from leagues.config import LeagueConfig
 from leagues.evaluation import held_out, targets
@@ -133,10 +136,6 @@ def across_seeds(store: Store, leagues: Sequence[str], role: str = "seller") -> 
 
 def seeds_table(db_path: str | Path, leagues: Sequence[str], role: str = "seller") -> Any:
     """A rich table of :func:`across_seeds`: a row per seed, then the figures across seeds."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
     with Store.open(db_path, read_only=True) as store:
         summary = across_seeds(store, leagues, role)
     table = Table(title=Text(f"{role} learning across {len(summary['seeds'])} seeds (held out)"))

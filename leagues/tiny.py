@@ -17,34 +17,29 @@ from pathlib import Path
 
 from agents.testing.pretrain import PretrainConfig, pretrain_copying
 from agents.testing.tiny_model import build_tiny_model
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+from arena.settings import about, check_positive_int
 
 
 @dataclass(frozen=True)
 class TinyConfig:
     """The tiny base model: architecture, tokenizer and copy pretraining."""
 
-    hidden: int = field(default=64, metadata=_help("Hidden size."))
-    layers: int = field(default=2, metadata=_help("Transformer layers."))
+    hidden: int = field(default=64, metadata=about("Hidden size."))
+    layers: int = field(default=2, metadata=about("Transformer layers."))
     heads: int = field(
         default=4,
-        metadata=_help("Attention heads; vLLM's CPU kernels need hidden / heads >= 32."),
+        metadata=about("Attention heads; vLLM's CPU kernels need hidden / heads >= 32."),
     )
-    vocab_size: int = field(default=1024, metadata=_help("BPE vocabulary (digits split)."))
-    positions: int = field(default=16384, metadata=_help("Context length (RoPE positions)."))
+    vocab_size: int = field(default=1024, metadata=about("BPE vocabulary (digits split)."))
+    positions: int = field(default=16384, metadata=about("Context length (RoPE positions)."))
     copy_pretrain_steps: int = field(
-        default=0, metadata=_help("Steps of copy pretraining before the warm start (0: none).")
+        default=0, metadata=about("Steps of copy pretraining before the warm start (0: none).")
     )
 
     def __post_init__(self) -> None:
         where = "league.learner.tiny"
         for name in ("hidden", "layers", "heads", "vocab_size", "positions"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")
+            check_positive_int(where, name, getattr(self, name))
         if self.hidden % self.heads:
             raise ValueError(
                 f"{where}.hidden={self.hidden} must be divisible by heads={self.heads}"

@@ -27,6 +27,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import random
 import shutil
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -402,8 +403,6 @@ def global_rng_kept() -> Iterator[None]:
     """The process's global random generators (``random``, numpy's, torch's) as they were,
     whatever runs inside: TRL's trainer seeds them all from ``GRPOConfig.seed`` (which makes
     a training run reproducible), and the rest of the process must not depend on that."""
-    import random
-
     import torch
 
     python_state, numpy_state = random.getstate(), np.random.get_state()

@@ -23,7 +23,6 @@ sample is a pure function of the stored episodes. Episode ids are the database's
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -31,12 +30,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from arena.estimates import estimate
+from arena.metrics import METRICS
 from arena.money import format_price
+from arena.observations import action_text
 from arena.records import EpisodeKey, EpisodeRecord
 from arena.seats import SELLER, buyer_seat
+from arena.settings import check_positive_int
 from tournaments.comparisons import BuyerEntries, buyer_entries_of
-from tournaments.store import KEY_COLUMNS, Store, stored_key
+from tournaments.store import Store
 from tournaments.usage import Price, SeatUsage, Usage, side_usage, usage_summary
 from tournaments.zone_chart import zone_charts
 
@@ -59,19 +60,6 @@ class Pairing:
 def agent_href(role: str, agent: str) -> str:
     """The browser's page of a seller spec or buyer entry label."""
     return f"episodes.html#{role}={quote(agent, safe='')}"
-
-
-def stored_ids(store: Store) -> dict[EpisodeKey, tuple[int, str]]:
-    """(id, tournament name) of every stored episode by key; the first copy of a key, in the
-    order :func:`tournaments.store.load_records` reads them; replays are left out."""
-    rows = store.db.execute(
-        f"SELECT e.id, t.name, {KEY_COLUMNS} FROM episodes e JOIN tournaments t "
-        "ON t.id = e.tournament_id WHERE e.parent_id IS NULL ORDER BY e.tournament_id, e.id"
-    )
-    ids: dict[EpisodeKey, tuple[int, str]] = {}
-    for episode_id, name, *key in rows:
-        ids.setdefault(stored_key(*key), (episode_id, name))
-    return ids
 
 
 def pairings(records: Sequence[EpisodeRecord], entries: BuyerEntries | None) -> list[Pairing]:
@@ -158,13 +146,8 @@ def episode_data(
     turns, turn = [], 0
     for t in res.turns:
         turn += t.agent == SELLER
-        action = "" if t.kind is None else f"[{t.kind}]"
-        if t.price is not None:
-            action += f" {format_price(t.price)}"
-        if multi and t.product is not None:
-            action += f" on product {t.product + 1}"
         turns.append({"turn": turn, "seat": t.agent, "to": t.to, "text": t.text,
-                      "action": action, "valid": t.valid, "reason": t.reason or "",
+                      "action": action_text(t), "valid": t.valid, "reason": t.reason or "",
                       "tokens": t.tokens_in + t.tokens_out})  # fmt: skip
     deals = [
         {"buyer": buyer_seat(d.buyer), "price": format_price(d.price), "product": d.product + 1,
@@ -242,8 +225,7 @@ class Links:
 
 
 def check_cap(cap: int) -> None:
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise ValueError(f"episodes per pairing must be an integer >= 1; got {cap!r}")
+    check_positive_int("", "episodes per pairing", cap)
 
 
 def write_browser(
@@ -257,8 +239,8 @@ def write_browser(
 ) -> Links:
     """Write the browser's page and data files into ``out`` (module docstring)."""
     check_cap(cap)
-    with Store.open(db) as store:
-        ids = stored_ids(store)
+    with Store.open(db, read_only=True) as store:
+        ids = store.episode_ids()
     data_dir = out / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     for name in STATIC:
@@ -280,11 +262,9 @@ def write_browser(
                 _script(data_dir / f"episode-{episode_id}.js", f".episode[{episode_id}]", detail)
                 written.add(episode_id)
         _script(data_dir / f"pairing-{pairing.index}.js", f".pairing[{pairing.index}]", rows)
-        counted = [r for r in pairing.records if r.result.outcome != "error"]
         outcomes: dict[str, int] = {}
         for r in pairing.records:
             outcomes[r.result.outcome] = outcomes.get(r.result.outcome, 0) + 1
-        reward = estimate(r.result.seller_reward for r in counted).value
         index.append({
             "id": pairing.index,
             "seller": pairing.seller,
@@ -292,8 +272,8 @@ def write_browser(
             "episodes": len(pairing.records),
             "sampled": len(chosen),
             "outcomes": outcomes,
-            "mean_reward": None if reward is None or math.isnan(reward) else reward,
-            "deal_rate": outcomes.get("deal", 0) / len(counted) if counted else None,
+            "mean_reward": METRICS["reward"].over(pairing.records).value,
+            "deal_rate": METRICS["deal_rate"].over(pairing.records).value,
             **usage_summary(pairing.records, usage, "both", prices),
         })  # fmt: skip
     _script(data_dir / "pairings.js", ".index", {"db": db.name, "cap": cap, "pairings": index})

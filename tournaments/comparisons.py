@@ -40,7 +40,9 @@ from arena.records import EpisodeKey, EpisodeRecord
 from arena.rewards import DEFAULT_REWARDS, Rewards
 from tournaments.config import pool_label
 
-ROLES = ("seller", "buyer", "cross")
+RATING_ROLES = ("seller", "buyer", "cross")
+"""The roles a rating is computed for: the two seats (:data:`arena.seats.ROLES`) and the
+cross-role rating that puts sellers and buyers on one scale."""
 TIE_TOLERANCE = 1e-9
 """Rewards closer than this are a tie (the same prices give bit-identical rewards anyway)."""
 
@@ -211,5 +213,5 @@ def comparisons(
 
 
 def check_role(role: str) -> None:
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+    if role not in RATING_ROLES:
+        raise ValueError(f"role must be one of {', '.join(RATING_ROLES)}; got {role!r}")

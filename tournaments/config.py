@@ -34,16 +34,12 @@ from typing import Any
 from agents import check_spec
 from arena.catalog import SPLITS
 from arena.config import MarketConfig, get_preset
-from arena.settings import convert_fields, from_mapping
+from arena.settings import about, convert_fields, from_mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10 reads TOML with the tomli back-port
     import tomli as tomllib
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
 
 
 def market_config(preset: str, overrides: Mapping[str, Any], where: str) -> MarketConfig:
@@ -56,35 +52,35 @@ def market_config(preset: str, overrides: Mapping[str, Any], where: str) -> Mark
 class TournamentConfig:
     """A round-robin of every seller against every buyer entry on one scenario list."""
 
-    name: str = field(metadata=_help("Tournament name; its episodes are stored under it."))
-    sellers: tuple[str, ...] = field(metadata=_help("Seller agent specs."))
+    name: str = field(metadata=about("Tournament name; its episodes are stored under it."))
+    sellers: tuple[str, ...] = field(metadata=about("Seller agent specs."))
     buyers: tuple[tuple[str, ...], ...] = field(
-        metadata=_help(
+        metadata=about(
             "Buyer entries: a spec (every slot plays it) or a list of specs (a pool: each slot "
             "draws one with the scenario's own draw)."
         )
     )
-    preset: str = field(default="in-distribution", metadata=_help("Any preset of docs/presets.md."))
+    preset: str = field(default="in-distribution", metadata=about("Any preset of docs/presets.md."))
     market: Mapping[str, Any] = field(
         default_factory=dict,
-        metadata=_help("Overrides of the preset's fields ([tournament.market])."),
+        metadata=about("Overrides of the preset's fields ([tournament.market])."),
     )
-    episodes: int = field(default=256, metadata=_help("Episodes per seller x buyer-entry pairing."))
+    episodes: int = field(default=256, metadata=about("Episodes per seller x buyer-entry pairing."))
     seed: int = field(
         default=0,
-        metadata=_help("Seed of the scenario list; every pairing plays scenarios 0 .. episodes-1."),
+        metadata=about("Seed of the scenario list; every pairing plays scenarios 0 .. episodes-1."),
     )
     catalog: str | None = field(
         default=None,
-        metadata=_help(
+        metadata=about(
             "AmazonHistoryPrice folder or catalogue JSON (relative to the TOML file); none: the "
             "shipped catalogue."
         ),
     )
-    split: str = field(default="all", metadata=_help("Catalogue split: train, test or all."))
+    split: str = field(default="all", metadata=about("Catalogue split: train, test or all."))
     keep_turns: bool = field(
         default=True,
-        metadata=_help(
+        metadata=about(
             "Store every message (false: outcomes and rewards only, about half the file)."
         ),
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from arena.config import MarketConfig
 from arena.records import EpisodeRecord
+from arena.settings import about
 from tournaments.config import market_config
 from tournaments.schema import TURN_COLUMNS, TURN_FIELDS
 from tournaments.store import Store
@@ -27,25 +28,21 @@ ORDERS = {
 }
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
-
-
 @dataclass(frozen=True)
 class EpisodeFilter:
     """Which stored episodes to list or replay; every field left empty matches all."""
 
-    tournament: str | None = field(default=None, metadata=_help("Tournament name."))
-    seller: str | None = field(default=None, metadata=_help("Seller spec."))
-    buyer: str | None = field(default=None, metadata=_help("A buyer spec in any slot."))
-    outcome: str | None = field(default=None, metadata=_help("deal, no_deal, violation or error."))
-    min_reward: float | None = field(default=None, metadata=_help("Seller reward at least this."))
-    max_reward: float | None = field(default=None, metadata=_help("Seller reward at most this."))
+    tournament: str | None = field(default=None, metadata=about("Tournament name."))
+    seller: str | None = field(default=None, metadata=about("Seller spec."))
+    buyer: str | None = field(default=None, metadata=about("A buyer spec in any slot."))
+    outcome: str | None = field(default=None, metadata=about("deal, no_deal, violation or error."))
+    min_reward: float | None = field(default=None, metadata=about("Seller reward at least this."))
+    max_reward: float | None = field(default=None, metadata=about("Seller reward at most this."))
     replays: bool = field(
-        default=False, metadata=_help("Include counterfactual replays (left out by default).")
+        default=False, metadata=about("Include counterfactual replays (left out by default).")
     )
-    order: str = field(default="id", metadata=_help("id, reward or -reward (highest first)."))
-    limit: int = field(default=50, metadata=_help("Most episodes listed; 0: all."))
+    order: str = field(default="id", metadata=about("id, reward or -reward (highest first)."))
+    limit: int = field(default=50, metadata=about("Most episodes listed; 0: all."))
 
     def __post_init__(self) -> None:
         if self.outcome is not None and self.outcome not in OUTCOMES:

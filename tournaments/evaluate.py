@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents import check_spec
-from agents.engine import run_episodes
+from agents.engine import play_vs_pool
 from agents.human import is_human
 from arena.catalog import Product, load_catalog, split_catalog
 from arena.config import MarketConfig, config_to_dict
@@ -111,7 +111,7 @@ def evaluate(
         market, config.products(), config.seed, config.episodes, config.start
     )
     start = time.perf_counter()
-    records, stats = run_episodes(
+    records, stats = play_vs_pool(
         market,
         scenarios,
         config.seller,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from agents import check_spec, make_agent
 from agents.driver import Episode, Responder, buyer_lineup
-from agents.engine import play_episodes
+from agents.engine import drive_episodes
 from agents.human import HumanAgent, is_human
 from arena.catalog import load_catalog, split_catalog
 from arena.records import ENV_VERSION, EpisodeKey, EpisodeRecord
@@ -71,7 +71,7 @@ def play_human_game(config: EvalConfig, scenario_index: int, person: HumanAgent)
         else:
             check_spec(spec, role, "--seller" if slot == 0 else "--buyer")
             responders.append(make_agent(spec, role))
-    (record,), _ = play_episodes(1, lambda _: Episode(market, scenario, responders))
+    (record,), _ = drive_episodes(1, lambda _: Episode(market, scenario, responders))
     return record
 
 

@@ -29,6 +29,7 @@ from arena.buyer_metrics import buyer_surplus_extractions, episode_buyer_side_re
 from arena.estimates import estimate
 from arena.metrics import episode_cross_score
 from arena.records import EpisodeRecord
+from arena.settings import check_positive_int
 from tournaments.comparisons import (
     BuyerEntries,
     buyer_entries_of,
@@ -95,9 +96,9 @@ def buyer_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     surplus = (v for r in counted for _, v in buyer_surplus_extractions(r))
     return {
         "reward": estimate(episode_buyer_side_reward(r) for r in counted).value,
-        "deal_rate": metrics.deal_rate(counted).value,
+        "deal_rate": metrics.METRICS["deal_rate"].over(counted).value,
         "buyer_surplus_extraction": estimate(surplus).value,
-        "seller_reward": metrics.reward(counted).value,
+        "seller_reward": metrics.METRICS["reward"].over(counted).value,
     }
 
 
@@ -241,8 +242,7 @@ def ratings_over_time(
     rating is None while the player has no comparison (or fewer than two players have one).
     """
     check_role(role)
-    if not isinstance(points, int) or isinstance(points, bool) or points < 1:
-        raise ValueError(f"points must be an integer >= 1; got {points!r}")
+    check_positive_int("", "points", points)
     records = list(records)
     comps = comparisons(records, role, buyer_entries)
     pinned = anchor_player(records, role, anchor, buyer_entries)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from arena.metrics import METRICS
-from tournaments.comparisons import ROLES
+from tournaments.comparisons import RATING_ROLES
 
 SKILL_AXES: tuple[str, ...] = (
     "reward",
@@ -81,7 +81,7 @@ def drawn(path: Path, draw: Callable[[], object]) -> tuple[Path | None, str]:
 def plot_leaderboard(boards: dict[str, list[dict[str, Any]]], path: Path) -> Path:
     """Ratings with their bootstrap intervals as error bars, one panel per role with ratings."""
     rated = {role: [r for r in rows if r["rating"] is not None] for role, rows in boards.items()}
-    roles = [role for role in ROLES if rated.get(role)]
+    roles = [role for role in RATING_ROLES if rated.get(role)]
     height = max(2.5, 0.35 * sum(len(rated[r]) for r in roles) + 1.2 * len(roles))
     fig = _figure(9, height)
     if not roles:
@@ -188,7 +188,7 @@ def plot_ratings_over_time(over_time: dict[str, dict[str, Any]], path: Path) -> 
     """Ratings fitted on growing scenario prefixes, one panel per role with ratings."""
     roles = [
         role
-        for role in ROLES
+        for role in RATING_ROLES
         if any(v is not None for s in over_time[role]["series"] for v in s["ratings"])
     ]
     fig = _figure(9, max(2.5, 3.0 * len(roles)))

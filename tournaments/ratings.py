@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from arena.settings import check_positive_int
+
 
 @dataclass(frozen=True)
 class RatingConfig:
@@ -55,7 +57,10 @@ class RatingConfig:
     base: float = field(default=10.0, metadata={"help": "odds ratio per `scale` points; > 1"})
     initial: float = field(
         default=1000.0,
-        metadata={"help": "starting Elo rating, and the mean of Bradley-Terry ratings"},
+        metadata={
+            "help": "starting Elo rating, and the Bradley-Terry fixed point: the anchor's rating, "
+            "or the ratings' mean when there is no anchor"
+        },
     )
     bootstrap_rounds: int = field(
         default=200,
@@ -437,8 +442,7 @@ def elo_history(
     """Elo ratings over time, for plots: ``(players, history)`` where ``history[t]`` holds
     every player's rating after comparison ``(t + 1) * every`` (the last row is always the
     final ratings). Use a larger ``every`` for long runs: the array is rows x players."""
-    if not _is_int(every) or every < 1:
-        raise ValueError(f"every must be an integer >= 1; got {every!r}")
+    check_positive_int("", "every", every)
     players, _, history = _elo_run(a, b, score_a, config, every=every)
     if config.anchor:
         return players, _anchor_shift(np.asarray(history), players, config) + config.initial

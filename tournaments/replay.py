@@ -4,7 +4,7 @@ a seat after turn k?
 Each stored episode is replayed exactly through turn ``k`` (:mod:`agents.counterfactual` defines
 turns and checks the prefix), the chosen seats go to their new agents, the kept seats to their
 original agents in the state they had, and the batched engine plays the rest
-(:func:`agents.engine.play_episodes`, so LLM takeovers of many episodes share batches). The
+(:func:`agents.engine.drive_episodes`, so LLM takeovers of many episodes share batches). The
 result puts the original and the counterfactual outcome side by side; over many episodes,
 :func:`paired_summary` gives the mean reward difference with a paired 95% interval.
 
@@ -27,7 +27,7 @@ from typing import Any
 from agents import check_spec
 from agents.counterfactual import mismatches, prefix_length, start_counterfactual
 from agents.driver import Episode
-from agents.engine import play_episodes
+from agents.engine import drive_episodes
 from arena.estimates import estimate
 from arena.records import EpisodeRecord
 from arena.seats import SELLER, buyer_index, buyer_seat
@@ -153,7 +153,7 @@ def replay(
     def release(order: int, episode: Episode) -> None:
         differing[order] = mismatches(episode)
 
-    records, _ = play_episodes(len(episodes), start, max_concurrent, on_episode, release)
+    records, _ = drive_episodes(len(episodes), start, max_concurrent, on_episode, release)
     return [
         Counterfactual(e, r, takeover, n, differing[i])
         for i, (e, r, n) in enumerate(zip(episodes, records, lengths, strict=True))

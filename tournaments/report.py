@@ -21,7 +21,7 @@ from typing import Any
 from arena.records import EpisodeRecord
 from arena.rewards import Rewards
 from tournaments.browser import DEFAULT_CAP, Links, check_cap, write_browser
-from tournaments.comparisons import ROLES, BuyerEntries, reward_setting
+from tournaments.comparisons import RATING_ROLES, BuyerEntries, reward_setting
 from tournaments.leaderboard import (
     AUTO,
     columns,
@@ -86,7 +86,7 @@ def write_report(
         raise ValueError(f"no episodes stored in {db}; run a tournament into it first")
     sellers, entries = stored_lineups(db)
     labels = ["|".join(entry) for entry in entries]
-    anchors = {role: default_anchor(role, sellers, labels) for role in ROLES}
+    anchors = {role: default_anchor(role, sellers, labels) for role in RATING_ROLES}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # Extra sections first: a bad one fails before the slow plotting.
@@ -95,7 +95,7 @@ def write_report(
     data = report_data(records, config, entries, anchors)
     usage, priced = stored_usage(db), dict(prices or {})
     check_prices(priced, usage)
-    for role in ROLES:
+    for role in RATING_ROLES:
         add_usage(data["leaderboard"][role], records, role, entries, usage, priced)
     links = write_browser(db, out, records, entries, usage, priced, episodes_per_pairing)
     sections = standard_sections(data, out, links) + added
@@ -112,16 +112,17 @@ def report_data(
 ) -> dict[str, Any]:
     """Every number the page shows: leaderboards per role, the payoff matrix, ratings over time.
     ``anchors`` names each role's rating anchor (default: the role's first scripted agent)."""
-    pinned = {role: AUTO for role in ROLES} if anchors is None else anchors
+    pinned = {role: AUTO for role in RATING_ROLES} if anchors is None else anchors
     return {
         "rewards": reward_setting(records)._asdict(),
         "leaderboard": {
-            role: leaderboard(records, role, config, buyer_entries, pinned[role]) for role in ROLES
+            role: leaderboard(records, role, config, buyer_entries, pinned[role])
+            for role in RATING_ROLES
         },
         "payoff": payoff_matrix(records, buyer_entries),
         "ratings_over_time": {
             role: ratings_over_time(records, role, 10, config, buyer_entries, pinned[role])
-            for role in ROLES
+            for role in RATING_ROLES
         },
     }
 
@@ -146,7 +147,7 @@ def standard_sections(data: dict[str, Any], out: Path, links: Links | None = Non
         image[name] = None if made is None else made.name
     tables = "".join(
         f"<h3>{html.escape(ROLE_TITLES[role])}</h3>\n{leaderboard_html(boards[role], links)}"
-        for role in ROLES
+        for role in RATING_ROLES
     )
     browse = (
         '<p><a id="browse-episodes" href="episodes.html#all">Browse the episodes</a>: every '

@@ -35,9 +35,8 @@ import sqlite_utils
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.metrics import episode_cross_score
 from arena.records import EpisodeRecord, TurnRecord
-from arena.seats import ROLES, seats
+from arena.seats import seats
 
-AGENT_ROLES = ROLES
 LINEAGE_FIELDS = ("parent", "generation", "step", "config_hash", "path")
 
 

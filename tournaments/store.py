@@ -32,12 +32,12 @@ import sqlite_utils
 
 from arena.records import EpisodeKey, EpisodeRecord
 from arena.rewards import Rewards
+from arena.seats import ROLES
 from arena.settings import changes
 from tournaments.database import connect_reader, connect_writer, in_memory_copy
 from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.schema import (
     ADD_USAGE,
-    AGENT_ROLES,
     EPISODE_COLUMNS,
     LINEAGE_FIELDS,
     MIGRATIONS,
@@ -63,7 +63,7 @@ def stored_key(
     )
 
 
-class Payoff(NamedTuple):
+class PayoffSums(NamedTuple):
     """A lineup's stored sums over its counted episodes (see :mod:`tournaments.schema`)."""
 
     episodes: int
@@ -229,8 +229,8 @@ class Store:
     def register_agent(self, spec: str, role: str, label: str | None = None, **lineage: Any) -> int:
         """The id of agent ``spec`` playing ``role``; created if new. Lineage fields given
         (parent, generation, step, config_hash, path) are recorded, replacing stored ones."""
-        if role not in AGENT_ROLES:
-            raise ValueError(f"role must be one of {AGENT_ROLES}, got {role!r}")
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         unknown = sorted(set(lineage) - set(LINEAGE_FIELDS))
         if unknown:
             raise ValueError(
@@ -305,7 +305,7 @@ class Store:
             ) from exc
         return len(encoded)
 
-    def payoffs(self, tournaments: Iterable[int]) -> dict[tuple[str, tuple[str, ...]], Payoff]:
+    def payoffs(self, tournaments: Iterable[int]) -> dict[tuple[str, tuple[str, ...]], PayoffSums]:
         """The ``payoffs`` sums of the given tournaments, added up per (seller, lineup)."""
         ids = list(tournaments)
         if not ids:
@@ -317,7 +317,7 @@ class Store:
             ids,
         )
         return {
-            (seller, tuple(json.loads(buyers))): Payoff(int(n), *sums)
+            (seller, tuple(json.loads(buyers))): PayoffSums(int(n), *sums)
             for seller, buyers, n, *sums in rows
         }
 
@@ -342,6 +342,18 @@ class Store:
             [tournament_id],
         )
         return {stored_key(*key): (reward, outcome) for *key, reward, outcome in rows}
+
+    def episode_ids(self) -> dict[EpisodeKey, tuple[int, str]]:
+        """(id, tournament name) of every stored episode by key: the first copy of a key, in the
+        order :meth:`load_records` reads them; counterfactual replays are left out."""
+        rows = self.db.execute(
+            f"SELECT e.id, t.name, {KEY_COLUMNS} FROM episodes e JOIN tournaments t "
+            "ON t.id = e.tournament_id WHERE e.parent_id IS NULL ORDER BY e.tournament_id, e.id"
+        )
+        ids: dict[EpisodeKey, tuple[int, str]] = {}
+        for episode_id, name, *key in rows:
+            ids.setdefault(stored_key(*key), (episode_id, name))
+        return ids
 
     def load_records(
         self,

@@ -7,6 +7,8 @@ episode as a protocol failure instead of losing the whole batch.
 
 Spec parameters are split in two groups. Sampling keys (`SAMPLING_KEYS`) belong to the agent and
 travel with each request; everything else configures the shared back-end (one engine per model).
+Both are read by the project's one settings dialect (:mod:`arena.settings`) from the fields'
+declared types.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agents.steering import Steer
+from arena.settings import convert_fields, from_mapping
+
+ConfigT = TypeVar("ConfigT")
 
 SAMPLING_KEYS: tuple[str, ...] = ("temperature", "top_p", "max_tokens", "seed")
 CHAT_ROLES: tuple[str, ...] = ("system", "user", "assistant")
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+"""Weight dtypes a model back-end or a learner loads a model in ("auto": the back-end's choice)."""
 
 
 @dataclass(frozen=True)
@@ -178,26 +185,6 @@ class StatsRecorder:
             self.stats.model_loads += 1
 
 
-def parse_bool(raw: str) -> bool:
-    """Spec strings carry booleans as text; accept the usual spellings and nothing else."""
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected a boolean (true/false/1/0/yes/no), got {raw!r}")
-
-
-def parse_optional_int(raw: str) -> int | None:
-    """An integer, or "none"/"" for unset."""
-    return None if raw.strip().lower() in ("", "none") else int(raw)
-
-
-def parse_optional_str(raw: str) -> str | None:
-    """A string, or "" for unset."""
-    return raw if raw else None
-
-
 def split_params(params: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """Split spec parameters into (back-end params, sampling params)."""
     backend = {k: v for k, v in params.items() if k not in SAMPLING_KEYS}
@@ -209,46 +196,17 @@ def sampling_from_params(
     params: Mapping[str, str], default: SamplingConfig = SamplingConfig()
 ) -> SamplingConfig:
     """Build the agent's SamplingConfig from the sampling keys of a spec (other keys ignored)."""
-    parsers: dict[str, Callable[[str], Any]] = {
-        "temperature": float,
-        "top_p": float,
-        "max_tokens": int,
-        "seed": parse_optional_int,
-    }
-    values: dict[str, Any] = {}
-    for key, parse in parsers.items():
-        if key in params:
-            try:
-                values[key] = parse(params[key])
-            except ValueError as exc:
-                raise ValueError(f"sampling parameter {key}={params[key]!r}: {exc}") from exc
+    _, sampling = split_params(params)
+    values = convert_fields(SamplingConfig, sampling, "sampling parameters")
     return dataclasses.replace(default, **values)
 
 
-ConfigT = TypeVar("ConfigT")
-
-
 def config_from_params(cls: type[ConfigT], kind: str, params: Mapping[str, str]) -> ConfigT:
-    """Parse back-end params into the back-end's frozen config dataclass.
-
-    Each config field declares its text parser in `metadata["parse"]`. Sampling keys are skipped
-    (they belong to the agent); any other unknown key is an error naming the allowed ones.
-    """
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    values: dict[str, Any] = {}
-    for key, raw in params.items():
-        if key in SAMPLING_KEYS:
-            continue
-        if key not in fields:
-            raise ValueError(
-                f"unknown {kind} back-end parameter {key!r}; allowed: {', '.join(fields)} "
-                f"(and the agent's sampling keys {', '.join(SAMPLING_KEYS)})"
-            )
-        try:
-            values[key] = fields[key].metadata["parse"](raw)
-        except ValueError as exc:
-            raise ValueError(f"{kind} back-end parameter {key}={raw!r}: {exc}") from exc
-    return cls(**values)
+    """The back-end's frozen config dataclass from spec params, read like every other setting
+    (:func:`arena.settings.from_mapping`). Sampling keys are skipped (they belong to the agent);
+    any other unknown key is an error naming the known ones."""
+    backend, _ = split_params(params)
+    return from_mapping(cls, backend, f"{kind} back-end parameters")
 
 
 def non_default_query(config: Any, skip: tuple[str, ...] = ()) -> str:

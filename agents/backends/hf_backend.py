@@ -47,12 +47,12 @@ import numpy as np
 
 from agents.backends.adapters import resolve_adapter
 from agents.backends.base import (
+    DTYPES,
     BackendStats,
     ChatRequest,
     Completion,
     StatsRecorder,
     non_default_query,
-    parse_optional_int,
 )
 from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_decode import (
@@ -71,9 +71,9 @@ from agents.backends.kv_reuse import (
     segment_ends,
 )
 from agents.steering import token_steer
+from arena.settings import about
 
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("auto", "float32", "float16", "bfloat16")
 # tokenizer_config classes meaning "a plain tokenizer.json": load them as exactly that, because
 # AutoTokenizer maps by model_type (e.g. qwen2 -> Qwen2Tokenizer) and may re-tokenize differently.
 PLAIN_FAST_TOKENIZER_CLASSES = frozenset({"PreTrainedTokenizerFast", "TokenizersBackend"})
@@ -87,34 +87,25 @@ MIB = 2**20
 class HFConfig:
     """Back-end-level settings for a local transformers model."""
 
-    device: str = field(
-        default="auto", metadata={"help": "cpu, cuda, or auto (cuda when available)", "parse": str}
-    )
+    device: str = field(default="auto", metadata=about("cpu, cuda, or auto (cuda when available)"))
     dtype: str = field(
         default="auto",
-        metadata={
-            "help": "auto (float32 on cpu, bfloat16 on cuda), float32, float16, bfloat16",
-            "parse": str,
-        },
+        metadata=about("auto (float32 on cpu, bfloat16 on cuda), float32, float16, bfloat16"),
     )
-    batch_size: int = field(
-        default=8, metadata={"help": "most prompts decoded together", "parse": int}
-    )
+    batch_size: int = field(default=8, metadata=about("most prompts decoded together"))
     threads: int | None = field(
         default=None,
-        metadata={
-            "help": "torch CPU threads (torch.set_num_threads, process-wide); unset leaves "
-            "torch's setting alone",
-            "parse": parse_optional_int,
-        },
+        metadata=about(
+            "torch CPU threads (torch.set_num_threads, process-wide); unset leaves "
+            "torch's setting alone"
+        ),
     )
     kv_cache_mib: int = field(
         default=1024,
-        metadata={
-            "help": "MiB of conversations' prompt KV caches kept between turns, so a turn "
-            "prefills only its new tokens (least recently used dropped first); 0 turns reuse off",
-            "parse": int,
-        },
+        metadata=about(
+            "MiB of conversations' prompt KV caches kept between turns, so a turn "
+            "prefills only its new tokens (least recently used dropped first); 0 turns reuse off"
+        ),
     )
 
     def __post_init__(self) -> None:

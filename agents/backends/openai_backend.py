@@ -31,6 +31,7 @@ from agents.backends.base import (
     StatsRecorder,
     non_default_query,
 )
+from arena.settings import about
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_BACKOFF_S = 30.0
@@ -44,27 +45,18 @@ class OpenAIConfig:
 
     base_url: str = field(
         default=DEFAULT_BASE_URL,
-        metadata={"help": "server root including /v1", "parse": str},
+        metadata=about("server root including /v1"),
     )
     api_key_env: str = field(
         default="OPENAI_API_KEY",
-        metadata={
-            "help": "name of the env var holding the key; unset var sends EMPTY",
-            "parse": str,
-        },
+        metadata=about("name of the env var holding the key; unset var sends EMPTY"),
     )
-    max_concurrency: int = field(
-        default=16, metadata={"help": "most requests in flight at once", "parse": int}
-    )
-    timeout: float = field(
-        default=60.0, metadata={"help": "seconds allowed per attempt", "parse": float}
-    )
-    max_retries: int = field(
-        default=5, metadata={"help": "retries after the first attempt", "parse": int}
-    )
+    max_concurrency: int = field(default=16, metadata=about("most requests in flight at once"))
+    timeout: float = field(default=60.0, metadata=about("seconds allowed per attempt"))
+    max_retries: int = field(default=5, metadata=about("retries after the first attempt"))
     backoff: float = field(
         default=0.5,
-        metadata={"help": "base seconds of exponential back-off (full jitter)", "parse": float},
+        metadata=about("base seconds of exponential back-off (full jitter)"),
     )
 
     def __post_init__(self) -> None:

@@ -37,29 +37,23 @@ from typing import Any
 
 from agents.backends.adapters import adapter_id, adapter_rank, resolve_adapter
 from agents.backends.base import (
+    DTYPES,
     BackendStats,
     ChatRequest,
     Completion,
     StatsRecorder,
     non_default_query,
-    parse_bool,
-    parse_optional_int,
 )
+from arena.settings import about
 
 log = logging.getLogger(__name__)
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 GPU_MEMORY_UTILIZATION = 0.9  # the GPU default when neither memory setting is given
 CPU_KV_CACHE_GIB = 1.0  # the CPU default: measured to start on a 24 GiB, 2-core machine
 # Head sizes vLLM's CPU attention kernels support (vllm/v1/attention/backends/cpu_attn.py).
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-
-
-def parse_optional_float(raw: str) -> float | None:
-    """A float, or "none"/"" for unset."""
-    return None if raw.strip().lower() in ("", "none") else float(raw)
 
 
 @dataclass(frozen=True)
@@ -68,68 +62,53 @@ class VLLMConfig:
 
     dtype: str = field(
         default="auto",
-        metadata={
-            "help": "auto (vLLM's choice: bfloat16 for a float32 checkpoint on CPU), float32 "
-            "(exact agreement with the hf back-end), bfloat16, float16",
-            "parse": str,
-        },
+        metadata=about(
+            "auto (vLLM's choice: bfloat16 for a float32 checkpoint on CPU), float32 "
+            "(exact agreement with the hf back-end), bfloat16, float16"
+        ),
     )
     gpu_memory_utilization: float | None = field(
         default=None,
-        metadata={
-            "help": f"fraction of accelerator memory for the engine; unset: "
+        metadata=about(
+            f"fraction of accelerator memory for the engine; unset: "
             f"{GPU_MEMORY_UTILIZATION} on GPU (on CPU vLLM reads it as a fraction of the "
-            "NUMA node's memory, so kv_cache_gib is used instead)",
-            "parse": parse_optional_float,
-        },
+            "NUMA node's memory, so kv_cache_gib is used instead)"
+        ),
     )
     kv_cache_gib: float | None = field(
         default=None,
-        metadata={
-            "help": f"KV cache size in GiB (wins over gpu_memory_utilization); unset: "
-            f"{CPU_KV_CACHE_GIB:g} on CPU, sized by gpu_memory_utilization on GPU",
-            "parse": parse_optional_float,
-        },
+        metadata=about(
+            f"KV cache size in GiB (wins over gpu_memory_utilization); unset: "
+            f"{CPU_KV_CACHE_GIB:g} on CPU, sized by gpu_memory_utilization on GPU"
+        ),
     )
     max_model_len: int | None = field(
         default=None,
-        metadata={"help": "context length; None uses the model's", "parse": parse_optional_int},
+        metadata=about("context length; None uses the model's"),
     )
     enable_prefix_caching: bool = field(
         default=True,
-        metadata={"help": "reuse KV cache of shared prompt prefixes", "parse": parse_bool},
+        metadata=about("reuse KV cache of shared prompt prefixes"),
     )
     enforce_eager: bool = field(
         default=False,
-        metadata={
-            "help": "skip torch.compile (starts ~25 s sooner on a 2-core CPU; slower steps)",
-            "parse": parse_bool,
-        },
+        metadata=about("skip torch.compile (starts ~25 s sooner on a 2-core CPU; slower steps)"),
     )
-    tensor_parallel_size: int = field(
-        default=1, metadata={"help": "GPUs to shard the model over", "parse": int}
-    )
+    tensor_parallel_size: int = field(default=1, metadata=about("GPUs to shard the model over"))
     max_loras: int | None = field(
         default=None,
-        metadata={
-            "help": "adapters in one batch; unset: the adapters registered when the engine "
-            "starts (a league's population), and LoRA off when there are none",
-            "parse": parse_optional_int,
-        },
+        metadata=about(
+            "adapters in one batch; unset: the adapters registered when the engine "
+            "starts (a league's population), and LoRA off when there are none"
+        ),
     )
     max_lora_rank: int | None = field(
         default=None,
-        metadata={
-            "help": "largest adapter rank; unset: the registered adapters' largest",
-            "parse": parse_optional_int,
-        },
+        metadata=about("largest adapter rank; unset: the registered adapters' largest"),
     )
     log_stats: bool = field(
         default=False,
-        metadata={
-            "help": "keep engine statistics (LLM.get_metrics(), e.g. prefix-cache counters)",
-            "parse": parse_bool,
-        },
+        metadata=about("keep engine statistics (LLM.get_metrics(), e.g. prefix-cache counters)"),
     )
 
     def __post_init__(self) -> None:

@@ -14,7 +14,7 @@ Agents then name the served model, or a LoRA module by its name::
     config = ServerConfig("/models/base", lora_modules=(("gen3", "ckpt/gen3"),))
     with start_vllm_server(config) as server:
         seller = f"openai:gen3?base_url={server.base_url}"
-        run_episodes(market, scenarios, seller, ["scripted:time"])
+        play_vs_pool(market, scenarios, seller, ["scripted:time"])
 """
 
 from __future__ import annotations

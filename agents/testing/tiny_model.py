@@ -15,7 +15,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from agents.engine import run_episodes
+from agents.engine import play_vs_pool
 from agents.finetune import chat_examples, conversations
 from agents.llm import LLMAgentConfig
 from agents.prompts import PROMPT_STYLES
@@ -58,7 +58,7 @@ def prompt_corpus(seed: int, episodes: int = 24) -> tuple[str, ...]:
         scenarios = make_scenarios(market, default_catalog(), seed, episodes)
         records = []
         for k, seller in enumerate(CORPUS_SELLERS):
-            records += run_episodes(market, scenarios[k :: len(CORPUS_SELLERS)], seller,
+            records += play_vs_pool(market, scenarios[k :: len(CORPUS_SELLERS)], seller,
                                     list(CORPUS_BUYERS))[0]  # fmt: skip
         for style in PROMPT_STYLES:
             if style == "compact" and market.num_products > 1:

@@ -327,7 +327,7 @@ def test_stats_accumulate_requests_and_tokens(hf_backend: HFBackend) -> None:
 
 def test_hf_params_are_validated_with_allowed_keys(tiny_model_dir: Path) -> None:
     with pytest.raises(
-        ValueError, match=r"'adapter'.*allowed: device, dtype, batch_size, threads, kv_cache_mib"
+        ValueError, match=r"'adapter'.*known keys: device, dtype, batch_size, threads, kv_cache_mib"
     ):
         backend_from_spec("hf", str(tiny_model_dir), {"adapter": "x"})
     with pytest.raises(ValueError, match="lora= is per request"):
@@ -429,7 +429,7 @@ def test_engine_records_are_identical_with_and_without_kv_reuse(
     lora_model_dir: Path, temperature: str, one_thread: None
 ) -> None:
     """Narrated sellers play valid moves for five turns: every later turn reuses its prompt."""
-    from agents.engine import run_episodes
+    from agents.engine import play_vs_pool
     from agents.llm import make_llm_agent
     from arena.catalog import load_catalog
     from arena.config import get_preset
@@ -443,7 +443,7 @@ def test_engine_records_are_identical_with_and_without_kv_reuse(
             f"hf:{lora_model_dir}?device=cpu&kv_cache_mib={mib}&narrate=scripted:prober"
             f"&temperature={temperature}&max_tokens=12"
         )
-        records, stats = run_episodes(config, scenarios, seller, ["scripted:time"])
+        records, stats = play_vs_pool(config, scenarios, seller, ["scripted:time"])
         results[mib] = [record.result for record in records]
         cached = make_llm_agent(seller, "seller").backend.stats.tokens_cached
         assert stats.requests > 2 * len(scenarios)

@@ -222,7 +222,7 @@ def test_backoff_delay_is_full_jitter_bounded_by_exponential_cap() -> None:
 
 
 def test_unknown_backend_param_names_key_and_allowed_ones() -> None:
-    with pytest.raises(ValueError, match=r"'max_conc'.*allowed: base_url, api_key_env"):
+    with pytest.raises(ValueError, match=r"'max_conc'.*known keys: base_url, api_key_env"):
         backend_from_spec("openai", "m", {"base_url": "http://127.0.0.1:1/v1", "max_conc": "2"})
 
 
@@ -263,7 +263,7 @@ def test_split_and_sampling_params_parse_agent_keys_only() -> None:
         temperature=0.0, max_tokens=64, seed=5
     )
     assert sampling_from_params({}, default=SamplingConfig(top_p=0.5)).top_p == 0.5
-    with pytest.raises(ValueError, match="max_tokens='many'"):
+    with pytest.raises(ValueError, match="max_tokens: expected an integer, got 'many'"):
         sampling_from_params({"max_tokens": "many"})
 
 

@@ -27,7 +27,7 @@ from agents.backends.vllm_backend import (
     sampling_kwargs,
 )
 from agents.driver import Match
-from agents.engine import play_matches, run_episodes
+from agents.engine import play_matches, play_vs_pool
 from agents.llm import make_llm_agent
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -151,16 +151,19 @@ def test_vllm_params_parse_from_spec_strings() -> None:
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"quantization": "awq"}, r"'quantization'.*allowed: dtype, gpu_memory_utilization"),
+        ({"quantization": "awq"}, r"'quantization'.*known keys: dtype, gpu_memory_utilization"),
         ({"dtype": "bf16"}, "dtype='bf16'"),
         ({"gpu_memory_utilization": "1.5"}, "gpu_memory_utilization=1.5"),
         ({"kv_cache_gib": "0"}, "kv_cache_gib=0"),
-        ({"enable_prefix_caching": "maybe"}, "enable_prefix_caching='maybe'"),
+        (
+            {"enable_prefix_caching": "maybe"},
+            "enable_prefix_caching: expected true or false, got 'maybe'",
+        ),
         ({"tensor_parallel_size": "0"}, "tensor_parallel_size=0"),
         ({"max_model_len": "0"}, "max_model_len=0"),
         ({"max_loras": "0"}, "max_loras=0"),
         ({"max_lora_rank": "12"}, "max_lora_rank=12 is invalid: vLLM accepts 1, 8, 16"),
-        ({"log_stats": "sometimes"}, "log_stats='sometimes'"),
+        ({"log_stats": "sometimes"}, "log_stats: expected true or false, got 'sometimes'"),
     ],
 )
 def test_bad_vllm_params_are_rejected_naming_the_key(params: dict, message: str) -> None:
@@ -200,7 +203,7 @@ def test_vllm_seller_plays_batched_episodes_counting_tokens_and_prefix_cache_hit
 ) -> None:
     config = get_preset("in-distribution")
     seller = vllm_spec("narrate=scripted:prober&max_tokens=16")  # valid moves: 5 turns each
-    records, stats = run_episodes(config, scenarios(4), seller, ["scripted:time"])
+    records, stats = play_vs_pool(config, scenarios(4), seller, ["scripted:time"])
     assert stats.errored_episodes == 0 and stats.errors == 0
     turns = [t for r in records for t in r.result.turns if t.agent == "seller"]
     assert len(turns) > 4  # more than one turn per episode: later prompts extend earlier ones
@@ -350,7 +353,7 @@ def test_default_settings_start_on_cpu_and_run_the_reported_eval(lora_model_dir:
     prefix caching, seeded requests at temperature 0.7; it died on its first batch."""
     config = get_preset("in-distribution")
     starts = engine_starts()
-    records, stats = run_episodes(
+    records, stats = play_vs_pool(
         config, scenarios(16), f"vllm:{lora_model_dir}", ["scripted:time"], max_concurrent=16
     )
     assert engine_starts() == starts + 1

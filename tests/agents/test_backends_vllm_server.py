@@ -16,7 +16,7 @@ from agents.backends.vllm_server import (
     server_command,
     start_vllm_server,
 )
-from agents.engine import run_episodes
+from agents.engine import play_vs_pool
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenarios
@@ -112,7 +112,7 @@ def test_openai_agents_play_through_a_started_server_that_stops_without_orphans(
         transcripts = {}
         for model in (str(lora_model_dir), "gen1"):  # the base model, then the adapter by name
             seller = f"openai:{model}?base_url={server.base_url}&max_tokens=16&temperature=0"
-            records, stats = run_episodes(market, scenarios, seller, ["scripted:time"])
+            records, stats = play_vs_pool(market, scenarios, seller, ["scripted:time"])
             assert stats.errors == 0 and stats.tokens_in > 0 and stats.tokens_out > 0
             transcripts[model] = [
                 [t.text for t in r.result.turns if t.agent == "seller"] for r in records

@@ -9,7 +9,7 @@ import pytest
 
 from agents.backends.base import ChatRequest
 from agents.counterfactual import mismatches, prefix_length, start_counterfactual
-from agents.engine import play_episodes, play_scenarios
+from agents.engine import drive_episodes, play_vs_pool
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.records import EpisodeRecord
@@ -22,12 +22,12 @@ LLM_BUYER = "openai:m?base_url=http://127.0.0.1:9/v1"
 @pytest.fixture(scope="module")
 def records() -> list[EpisodeRecord]:
     scenarios = make_scenarios(CONFIG, load_catalog(None), 0, 24)
-    return play_scenarios(CONFIG, scenarios, "scripted:satisficer", ["scripted:time"])
+    return play_vs_pool(CONFIG, scenarios, "scripted:satisficer", ["scripted:time"])[0]
 
 
 def finish(record: EpisodeRecord, from_turn: int, takeovers: dict) -> tuple[EpisodeRecord, int]:
     episode = start_counterfactual(CONFIG, record, from_turn, takeovers)
-    (branched,), _ = play_episodes(1, lambda _: episode)
+    (branched,), _ = drive_episodes(1, lambda _: episode)
     return branched, mismatches(episode)
 
 

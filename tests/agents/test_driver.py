@@ -8,7 +8,7 @@ import pytest
 from agents import make_agent
 from agents.backends.base import ChatRequest, Completion
 from agents.base import EpisodeContext, Reply
-from agents.driver import Episode, Match, Replay, Transcript, buyer_lineup, play_episode
+from agents.driver import Episode, Match, Replay, Transcript, buyer_lineup
 from agents.engine import play_matches
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -90,7 +90,9 @@ def test_each_seat_is_told_its_own_context_and_asked_only_on_its_turns() -> None
         turns = [t for t in record.result.turns if t.agent == player.context.role]
         assert len(player.asked) == len(turns) > 0
     assert record.key == EpisodeKey.of(CONFIG, "scripted:prober", record.buyers, sc)
-    assert record == play_episode(CONFIG, sc, scripted(sc)[0], scripted(sc)[1:])
+    assert (
+        record == play_matches(CONFIG, [Match(sc, scripted(sc)[0], tuple(scripted(sc)[1:]))])[0][0]
+    )
 
 
 def test_batched_responders_wait_and_their_batcher_answers_a_round_at_once() -> None:
@@ -103,11 +105,8 @@ def test_batched_responders_wait_and_their_batcher_answers_a_round_at_once() -> 
     assert stats.per_backend["echo"].requests == sum(batcher.calls)
     buyer_turns = [t for r in records for t in r.result.turns if t.agent != "seller"]
     assert all((t.tokens_in, t.tokens_out) == (7, 3) for t in buyer_turns)
-    by_hand = [
-        play_episode(CONFIG, sc, make_agent("scripted:prober", "seller"),
-                     [make_agent("scripted:time", "buyer") for _ in range(3)])
-        for sc in scens
-    ]  # fmt: skip
+    by_hand, _ = play_matches(CONFIG, [Match(sc, "scripted:prober", ("scripted:time",) * 3)
+                                       for sc in scens])  # fmt: skip
     assert [r.result.deals for r in records] == [r.result.deals for r in by_hand]
     assert {r.buyers for r in records} == {("test:echo",) * 3}
 
@@ -132,7 +131,7 @@ def test_a_failed_reply_ends_only_its_episode_as_an_error() -> None:
 def test_a_replay_then_a_swapped_responder_continue_the_episode_from_turn_k() -> None:
     """Counterfactual play: the recorded turns up to k, then another agent in the seat."""
     (sc,) = scenarios(1, seed=4)
-    original = play_episode(CONFIG, sc, scripted(sc)[0], scripted(sc)[1:])
+    original = play_matches(CONFIG, [Match(sc, scripted(sc)[0], tuple(scripted(sc)[1:]))])[0][0]
     k = 5
     transcript = Transcript(original.result.turns[:k], "original")
     episode = Episode(CONFIG, sc, [Replay(transcript) for _ in range(4)])
@@ -148,7 +147,7 @@ def test_a_replay_then_a_swapped_responder_continue_the_episode_from_turn_k() ->
 
 def test_a_transcript_refuses_turns_of_another_seat_or_beyond_its_end() -> None:
     (sc,) = scenarios(1)
-    original = play_episode(CONFIG, sc, scripted(sc)[0], scripted(sc)[1:])
+    original = play_matches(CONFIG, [Match(sc, scripted(sc)[0], tuple(scripted(sc)[1:]))])[0][0]
     transcript = Transcript(original.result.turns, "episode 0")
     with pytest.raises(ValueError, match="turn 0 is by buyer_1 but the replay expects seller"):
         transcript.next("seller")
@@ -164,8 +163,6 @@ def test_a_responder_count_that_does_not_fit_the_market_is_refused() -> None:
     (sc,) = scenarios(1)
     with pytest.raises(ValueError, match="3 responders for a market of 3 buyers"):
         Episode(CONFIG, sc, scripted(sc)[:3])
-    with pytest.raises(ValueError, match="waits for a back-end"):
-        play_episode(CONFIG, sc, scripted(sc)[0], [Echo(Echo.Batcher()) for _ in range(3)])
 
 
 def test_an_llm_agent_waits_for_its_back_end_and_a_failed_completion_ends_the_episode() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agents import make_agent
-from agents.driver import buyer_lineup, play_episode
-from agents.engine import run_episodes
+from agents.driver import Match, buyer_lineup
+from agents.engine import play_matches, play_vs_pool
 from agents.testing.http_server import Reply, ScriptedChatServer
 from arena.catalog import load_catalog
 from arena.config import MarketConfig, get_preset
@@ -81,7 +81,7 @@ def test_tiny_hf_seller_plays_full_episodes_and_its_garbage_is_a_seller_violatio
     seller = hf_spec(tiny_model_dir)
     pool = ["scripted:time", "scripted:hardliner"]
     scens = scenarios(config, 4)
-    records, stats = run_episodes(config, scens, seller, pool)
+    records, stats = play_vs_pool(config, scens, seller, pool)
     assert [r.scenario.index for r in records] == [0, 1, 2, 3]
     for record, scenario in zip(records, scens, strict=True):
         result = record.result
@@ -105,7 +105,7 @@ def test_tiny_hf_buyers_are_resampled_by_the_game_then_closed(
     config: MarketConfig, tiny_model_dir: Path, one_thread: None
 ) -> None:
     buyer = hf_spec(tiny_model_dir, max_tokens="12")
-    records, stats = run_episodes(config, scenarios(config, 2), "scripted:prober", [buyer])
+    records, stats = play_vs_pool(config, scenarios(config, 2), "scripted:prober", [buyer])
     attempts = config.max_buyer_retries + 1
     for record in records:
         result = record.result
@@ -139,15 +139,19 @@ def test_batched_run_equals_one_at_a_time_run_and_sequential_act_calls(
     seller = f"hf:{tiny_model_dir}?device=cpu&temperature=0.8&max_tokens=10"
     pool = ["scripted:time", hf_spec(tiny_model_dir, max_tokens="10", temperature="0.7")]
     scens = scenarios(config, 3, seed=5)
-    batched, _ = run_episodes(config, scens, seller, pool, max_concurrent=3)
-    single, _ = run_episodes(config, scens, seller, pool, max_concurrent=1)
+    batched, _ = play_vs_pool(config, scens, seller, pool, max_concurrent=3)
+    single, _ = play_vs_pool(config, scens, seller, pool, max_concurrent=1)
     sequential = [
-        play_episode(
+        play_matches(
             config,
-            sc,
-            Sequential(seller, "seller"),
-            [Sequential(spec, "buyer") for spec in buyer_lineup(sc, pool)],
-        )
+            [
+                Match(
+                    sc,
+                    Sequential(seller, "seller"),
+                    tuple([Sequential(spec, "buyer") for spec in buyer_lineup(sc, pool)]),
+                )
+            ],
+        )[0][0]
         for sc in scens
     ]
     assert [r.to_dict() for r in batched] == [r.to_dict() for r in single]
@@ -164,7 +168,7 @@ def test_requests_of_agents_sharing_a_model_travel_in_one_batch(
     scripted_only = next(i for i, lineup in pool_of.items() if llm_buyer not in lineup)
     llm_first = next(i for i, lineup in pool_of.items() if lineup[0] == llm_buyer)
     chosen = [s for s in scenarios(config, 40) if s.index in (scripted_only, llm_first)]
-    _, stats = run_episodes(config, chosen, seller, pool)
+    _, stats = play_vs_pool(config, chosen, seller, pool)
     assert set(stats.per_agent) == {seller, llm_buyer}
     (key,) = stats.per_backend
     usage = stats.per_backend[key]
@@ -179,7 +183,7 @@ def test_openai_agents_complete_full_episodes_against_the_http_server(
     finished: list[int] = []
     with ScriptedChatServer(reply_text=play_by_text) as server:
         spec = openai_spec(server)
-        records, stats = run_episodes(
+        records, stats = play_vs_pool(
             config,
             scenarios(config, 6),
             spec,
@@ -204,7 +208,7 @@ def test_planted_secrets_never_reach_a_buyer_over_http(config: MarketConfig) -> 
     scenario = scenarios(config, 1, seed=9)[0]
     with ScriptedChatServer(reply_text=play_by_text) as server:
         spec = openai_spec(server)
-        run_episodes(config, [scenario], spec, [spec])
+        play_vs_pool(config, [scenario], spec, [spec])
         bodies = [r.body["messages"] for r in server.requests]
     budgets = [f"${b:,.2f}" for b in scenario.budgets]
     cost = f"${scenario.costs[0]:,.2f}"
@@ -233,7 +237,7 @@ def test_a_failing_server_errors_only_the_episodes_that_use_it(config: MarketCon
     ):
         pool = [openai_spec(good), openai_spec(broken)]
         scens = scenarios(config, 8)
-        records, stats = run_episodes(
+        records, stats = play_vs_pool(
             config, scens, "scripted:prober", pool, on_episode=finished.append
         )
     assert len(finished) == len(records) == 8
@@ -255,11 +259,11 @@ def test_a_failing_server_errors_only_the_episodes_that_use_it(config: MarketCon
 def test_max_concurrent_bounds_the_episodes_in_flight(config: MarketConfig) -> None:
     with ScriptedChatServer(reply_text=play_by_text, default_delay=0.02) as server:
         spec = openai_spec(server)
-        run_episodes(config, scenarios(config, 6), "scripted:prober", [spec], max_concurrent=2)
+        play_vs_pool(config, scenarios(config, 6), "scripted:prober", [spec], max_concurrent=2)
         assert server.max_in_flight <= 2
     with ScriptedChatServer(reply_text=play_by_text, default_delay=0.02) as server:
         spec = openai_spec(server)
-        run_episodes(config, scenarios(config, 6), "scripted:prober", [spec], max_concurrent=6)
+        play_vs_pool(config, scenarios(config, 6), "scripted:prober", [spec], max_concurrent=6)
         assert server.max_in_flight > 2
 
 
@@ -269,14 +273,18 @@ def test_scripted_lineups_finish_at_once_in_scenario_order_with_no_batch(
     scens = scenarios(config, 5)
     pool = ["scripted:time", "scripted:tit-for-tat"]
     seen: list[EpisodeRecord] = []
-    records, stats = run_episodes(config, scens, "scripted:prober", pool, on_episode=seen.append)
+    records, stats = play_vs_pool(config, scens, "scripted:prober", pool, on_episode=seen.append)
     by_hand = [
-        play_episode(
+        play_matches(
             config,
-            sc,
-            make_agent("scripted:prober", "seller"),
-            [make_agent(spec, "buyer") for spec in buyer_lineup(sc, pool)],
-        )
+            [
+                Match(
+                    sc,
+                    make_agent("scripted:prober", "seller"),
+                    tuple([make_agent(spec, "buyer") for spec in buyer_lineup(sc, pool)]),
+                )
+            ],
+        )[0][0]
         for sc in scens
     ]
     assert records == seen == by_hand
@@ -285,6 +293,6 @@ def test_scripted_lineups_finish_at_once_in_scenario_order_with_no_batch(
 
 def test_bad_arguments_are_rejected_before_any_work(config: MarketConfig) -> None:
     with pytest.raises(ValueError, match="max_concurrent=0"):
-        run_episodes(config, scenarios(config, 1), "scripted:prober", ["scripted:time"], 0)
+        play_vs_pool(config, scenarios(config, 1), "scripted:prober", ["scripted:time"], 0)
     with pytest.raises(ValueError, match="buyer_pool is empty"):
-        run_episodes(config, scenarios(config, 1), "scripted:prober", [])
+        play_vs_pool(config, scenarios(config, 1), "scripted:prober", [])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.engine import play_scenarios, run_episodes
+from agents.engine import play_vs_pool
 from agents.finetune import (
     FitConfig,
     chat_examples,
@@ -46,7 +46,7 @@ def anchor_or_counter(messages: list[dict[str, str]]) -> str:
 
 def scripted_records(count: int, seed: int) -> list[EpisodeRecord]:
     scenarios = make_scenarios(CONFIG, load_catalog(None), seed, count)
-    return play_scenarios(CONFIG, scenarios, FIT_LINEUP[0], FIT_LINEUP[1])
+    return play_vs_pool(CONFIG, scenarios, FIT_LINEUP[0], FIT_LINEUP[1])[0]
 
 
 def test_replayed_prompts_equal_the_prompts_the_agents_were_sent() -> None:
@@ -54,7 +54,7 @@ def test_replayed_prompts_equal_the_prompts_the_agents_were_sent() -> None:
     scenarios = make_scenarios(CONFIG, load_catalog(None), 4, 3)
     with ScriptedChatServer(reply_text=anchor_or_counter) as server:
         spec = f"openai:m?base_url={server.url}&max_retries=0"
-        records, _ = run_episodes(CONFIG, scenarios, spec, [spec], max_concurrent=1)
+        records, _ = play_vs_pool(CONFIG, scenarios, spec, [spec], max_concurrent=1)
         sent = [
             tuple((m["role"], m["content"]) for m in r.body["messages"]) for r in server.requests
         ]
@@ -153,7 +153,7 @@ def seller_parse_rate(model: Path) -> tuple[float, float]:
     """(share of seller messages that parse, share that are valid) over 16 fresh episodes."""
     scenarios = make_scenarios(CONFIG, load_catalog(None), 99, 16)
     spec = f"hf:{model}?device=cpu&temperature=0&max_tokens=64&prompt=compact&batch_size=16"
-    records, _ = run_episodes(CONFIG, scenarios, spec, ["scripted:time"])
+    records, _ = play_vs_pool(CONFIG, scenarios, spec, ["scripted:time"])
     turns = [t for r in records for t in r.result.turns if t.agent == "seller"]
     return sum(t.kind is not None for t in turns) / len(turns), sum(t.valid for t in turns) / len(
         turns

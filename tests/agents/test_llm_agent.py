@@ -16,7 +16,7 @@ import pytest
 from agents import make_agent
 from agents.backends import Completion
 from agents.base import EpisodeContext, agent_seed
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from agents.llm import (
     DEFAULT_MAX_TOKENS,
     BackendError,
@@ -331,7 +331,7 @@ def test_an_agent_whose_replies_never_parse_plays_a_full_episode_through_the_eng
     """Every buyer attempt is garbage: each is re-sampled by the game until its channel closes."""
     config = get_preset("in-distribution")
     with ScriptedChatServer(reply_text=lambda messages: "[QUIT]") as server:
-        records = play_scenarios(config, [scenario(config)], "scripted:prober", [spec(server)])
+        records = play_vs_pool(config, [scenario(config)], "scripted:prober", [spec(server)])[0]
     result = records[0].result
     assert result.outcome == "no_deal" and result.termination == "market_exhausted"
     assert all(turn.kind is None for turn in result.turns)

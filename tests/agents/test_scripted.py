@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents import check_spec, make_agent, parse_spec
-from agents.driver import play_episode
-from agents.engine import play_scenarios
+from agents.driver import Match
+from agents.engine import play_matches, play_vs_pool
 from agents.scripted.buyers import BUYERS
 from agents.scripted.sellers import SELLERS
 from agents.specs import SpecError
@@ -61,7 +61,7 @@ def scripted_texts_parse(record: EpisodeRecord) -> None:
 def test_scripted_play_is_individually_rational_in_every_preset(preset: str, seller: str):
     config = get_preset(preset)
     scenarios = make_scenarios(config, CATALOG, 2026, 30)
-    for record in play_scenarios(config, scenarios, seller, BUYER_POOL):
+    for record in play_vs_pool(config, scenarios, seller, BUYER_POOL)[0]:
         assert_rational_and_valid(record)
         scripted_texts_parse(record)
 
@@ -76,7 +76,7 @@ def test_scripted_play_never_violates_on_random_markets(seed: int, preset: str, 
     config = get_preset(preset, {"max_buyer_retries": retries})
     scenarios = make_scenarios(config, CATALOG, seed, 3)
     for seller in SELLER_SPECS:
-        for record in play_scenarios(config, scenarios, seller, BUYER_POOL):
+        for record in play_vs_pool(config, scenarios, seller, BUYER_POOL)[0]:
             assert_rational_and_valid(record)
 
 
@@ -85,7 +85,7 @@ def test_each_scripted_buyer_alone_stays_within_budget(buyer: str):
     config = get_preset("ood", {"max_buyer_retries": "0"})
     scenarios = make_scenarios(config, CATALOG, 77, 25)
     for seller in SELLER_SPECS:
-        for record in play_scenarios(config, scenarios, seller, [buyer]):
+        for record in play_vs_pool(config, scenarios, seller, [buyer])[0]:
             assert_rational_and_valid(record)
 
 
@@ -94,7 +94,7 @@ def test_scripted_transcripts_are_deterministic_per_seed():
 
     def transcript(seed: int) -> list[list[str]]:
         scenarios = make_scenarios(config, CATALOG, seed, 8)
-        records = play_scenarios(config, scenarios, "scripted:prober", BUYER_POOL)
+        records = play_vs_pool(config, scenarios, "scripted:prober", BUYER_POOL)[0]
         return [[t.text for t in r.result.turns] for r in records]
 
     first = transcript(5)
@@ -105,8 +105,8 @@ def test_scripted_transcripts_are_deterministic_per_seed():
 def test_unregulated_openings_depend_on_the_scenario_seed_only():
     config = get_preset("ood")
     scenarios = make_scenarios(config, CATALOG, 3, 4)
-    a = play_scenarios(config, scenarios, "scripted:time", ["scripted:time"])
-    b = play_scenarios(config, scenarios, "scripted:satisficer", ["scripted:time"])
+    a = play_vs_pool(config, scenarios, "scripted:time", ["scripted:time"])[0]
+    b = play_vs_pool(config, scenarios, "scripted:satisficer", ["scripted:time"])[0]
     assert [r.result.first_bids for r in a] == [r.result.first_bids for r in b]
 
 
@@ -134,7 +134,7 @@ def play(seller: str, buyer: str = "scripted:time") -> EpisodeRecord:
     config = get_preset("in-distribution")
     sc = hand_scenario()
     buyers = [make_agent(buyer, "buyer") for _ in range(3)]
-    return play_episode(config, sc, make_agent(seller, "seller"), buyers)
+    return play_matches(config, [Match(sc, make_agent(seller, "seller"), tuple(buyers))])[0][0]
 
 
 def test_regulated_openings_are_followed_by_every_scripted_buyer():
@@ -157,7 +157,9 @@ def test_satisficer_closes_on_a_standing_bid_at_or_above_cost_at_once():
     config = get_preset("in-distribution")
     sc = hand_scenario(openings=(9.95, 19.00, 9.28))
     buyers = [make_agent("scripted:time", "buyer") for _ in range(3)]
-    record = play_episode(config, sc, make_agent("scripted:satisficer", "seller"), buyers)
+    record = play_matches(
+        config, [Match(sc, make_agent("scripted:satisficer", "seller"), tuple(buyers))]
+    )[0][0]
     deal = record.result.deal
     assert deal is not None
     assert (deal.buyer, deal.price, deal.closed_by, deal.turn) == (1, 19.00, "seller", 1)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset
 from arena.records import Deal, EpisodeRecord, EpisodeResult
-from arena.rewards import BUYER_REWARDS, DEFAULT_REWARDS, SELLER_REWARDS, Rewards, settle
+from arena.rewards import (
+    BUYER_REWARDS,
+    DEFAULT_REWARDS,
+    SELLER_REWARDS,
+    VIOLATION_REWARD,
+    Rewards,
+    reward_input,
+)
 from arena.scenarios import Scenario, make_scenarios
 
 LIST, COST = 34.99, 18.75  # baby-products_17, paper Section 4.4
@@ -28,7 +35,8 @@ def record(
     resamples: tuple[int, ...] | None = None,
     rewards: Rewards = DEFAULT_REWARDS,
 ) -> EpisodeRecord:
-    """A hand-built single-product episode, paid by the named ``rewards`` of arena/rewards.py."""
+    """A hand-built single-product episode, paid by the named ``rewards`` of arena/rewards.py
+    (the functions the market calls), so a changed reward changes these records too."""
     n = len(budgets)
     deals = (Deal(deal[0], 0, deal[1], "seller", 3),) if deal else ()
     if outcome is None:
@@ -45,16 +53,16 @@ def record(
         slot_draws=(0.0,) * n,
         episode_seed=1,
     )
-    settlement = settle(scenario, deals)
+    read = reward_input(scenario, deals)
     if outcome == "violation":
-        seller = -1.0
+        seller = VIOLATION_REWARD
     elif outcome == "error":
         seller = 0.0
     else:
-        seller = SELLER_REWARDS[rewards.seller](settlement)
+        seller = SELLER_REWARDS[rewards.seller](read)
     buyer_rewards = [0.0] * n
     if outcome == "deal":
-        buyer_rewards = [BUYER_REWARDS[rewards.buyer](settlement, i) for i in range(n)]
+        buyer_rewards = [BUYER_REWARDS[rewards.buyer](read, i) for i in range(n)]
     result = EpisodeResult(
         outcome=outcome,
         termination={"deal": "deal", "no_deal": "turn_limit", "error": "error"}.get(
@@ -83,4 +91,6 @@ def record(
 def scripted_records(preset: str, count: int, seed: int = 11) -> list[EpisodeRecord]:
     config = get_preset(preset)
     scenarios = make_scenarios(config, default_catalog(), seed, count)
-    return play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)
+    return play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"], keep_turns=False)[
+        0
+    ]

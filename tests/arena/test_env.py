@@ -9,7 +9,8 @@ from pettingzoo.test import api_test, seed_test
 
 from agents import make_agent
 from agents.base import EpisodeContext, agent_seed
-from agents.driver import play_episode
+from agents.driver import Match
+from agents.engine import play_matches
 from arena.catalog import Product
 from arena.config import MarketConfig, get_preset, preset_names
 from arena.env import FINISHED_TEXT, MarketEnv, env
@@ -287,12 +288,16 @@ def test_aec_loop_plays_exactly_like_the_match_runner(preset: str):
     e.reset(seed=42)
     via_env = _scripted_env_episode(e, "scripted:prober", "scripted:time")
     n = config.num_buyers
-    record = play_episode(
+    record = play_matches(
         config,
-        e.scenario,
-        make_agent("scripted:prober", "seller"),
-        [make_agent("scripted:time", "buyer") for _ in range(n)],
-    )
+        [
+            Match(
+                e.scenario,
+                make_agent("scripted:prober", "seller"),
+                tuple([make_agent("scripted:time", "buyer") for _ in range(n)]),
+            )
+        ],
+    )[0][0]
     assert [t.text for t in via_env.turns] == [t.text for t in record.result.turns]
     assert via_env.seller_reward == record.result.seller_reward
     assert via_env.outcome == record.result.outcome

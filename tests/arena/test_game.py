@@ -654,24 +654,24 @@ def test_multi_product_market_ends_when_every_unit_is_sold():
     assert result.seller_reward == pytest.approx((5.0 + 10.0) / (20.0 + 30.0))
 
 
-# --- payoffs, lazy transcript, cached views -----------------------------------------------------
+# --- settlement, lazy transcript, cached views ----------------------------------------------------
 
 
-def test_payoffs_are_the_results_outcome_and_rewards_without_the_transcript():
+def test_the_settlement_is_the_results_outcome_and_rewards_without_the_transcript():
     market = opened()
     exchange(market, 2, "[SELL] $30.00", "[DEAL]")
-    paid, result = market.payoffs(), market.result()
+    paid, result = market.settlement(), market.result()
     assert paid.outcome == result.outcome == "deal"
     assert (paid.seller_reward, paid.buyer_rewards) == (result.seller_reward, result.buyer_rewards)
     assert (paid.violation, paid.violation_reason, paid.violation_by) == (None, None, None)
     assert market.result() is result
 
 
-def test_payoffs_of_a_penalised_buyer_violation_name_the_buyer():
+def test_the_settlement_of_a_penalised_buyer_violation_names_the_buyer():
     market = opened(config(n=1, T=6, K=6, penalize_buyer_violations=True), scenario((27.83,)))
     market.step(seller(1, "[SELL] $30.00"))
     market.step(buyer("[BUY] $99.00"))
-    paid = market.payoffs()
+    paid = market.settlement()
     assert (paid.outcome, paid.violation_by, paid.buyer_rewards) == (
         "violation",
         "buyer_1",

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset
 from arena.game import Market
@@ -202,12 +202,12 @@ def test_valuation_correlation_one_makes_every_buyer_rank_products_alike() -> No
 )
 def test_every_generalisation_preset_plays_without_violations(preset: str) -> None:
     config = get_preset(preset)
-    records = play_scenarios(
+    records = play_vs_pool(
         config,
         make_scenarios(config, default_catalog(), 0, 24),
         "scripted:prober",
         ["scripted:time"],
-    )
+    )[0]
     assert all(r.result.outcome != "violation" for r in records)
     assert sum(len(r.result.deals) for r in records) > 24
 
@@ -216,7 +216,7 @@ def test_oracle_is_optimal_and_prober_beats_greedy_on_the_default_preset() -> No
     config = get_preset("multi-product")
     scenarios = make_scenarios(config, default_catalog(), 0, 256)
     results = {
-        name: summarize(play_scenarios(config, scenarios, f"scripted:{name}", ["scripted:time"]))
+        name: summarize(play_vs_pool(config, scenarios, f"scripted:{name}", ["scripted:time"])[0])
         for name in ("greedy", "prober", "oracle")
     }
     assert results["oracle"]["matching_quality"]["mean"] == pytest.approx(1.0, abs=1e-9)

@@ -19,37 +19,37 @@ from arena.rewards import (
     NO_DEAL_REWARD,
     SELLER_REWARDS,
     VIOLATION_REWARD,
-    Settlement,
+    RewardInput,
     Trade,
     buyer_budget_share,
     buyer_budget_surplus,
     buyer_surplus_extraction,
     buyer_surplus_ratio,
     list_margin_capacity,
+    reward_input,
     seller_surplus_extraction,
     seller_surplus_ratio,
-    settle,
 )
 from arena.scenarios import Scenario
 
 LIST, COST = 34.99, 18.75
 
 
-def _settlement(
+def _input(
     deals: list[tuple[int, float]],
     lists: tuple[float, ...] = (LIST,),
     costs: tuple[float, ...] = (COST,),
     stock: tuple[int, ...] = (1,),
     num_buyers: int = 3,
     budget: float = 40.0,
-) -> Settlement:
+) -> RewardInput:
     """Deals as (product, price), buyer k closing the k-th; every budget ``budget``."""
     trades = tuple(
         Trade(k, product, price, costs[product], lists[product], budget)
         for k, (product, price) in enumerate(deals)
     )
     budgets = ((budget,) * len(lists),) * num_buyers
-    return Settlement(trades, lists, costs, stock, budgets)
+    return RewardInput(trades, lists, costs, stock, budgets)
 
 
 def test_paper_worked_example_deal_at_32_50_gives_0_847():
@@ -69,9 +69,9 @@ def test_deal_at_cost_gives_zero_and_at_or_above_list_gives_one():
 def test_no_deal_and_violation_rewards_are_zero_and_minus_one():
     assert NO_DEAL_REWARD == 0.0
     assert VIOLATION_REWARD == -1.0
-    assert seller_surplus_extraction(_settlement([])) == 0.0
-    assert buyer_surplus_extraction(_settlement([]), 0) == 0.0
-    assert buyer_budget_surplus(_settlement([]), 0) == 0.0
+    assert seller_surplus_extraction(_input([])) == 0.0
+    assert buyer_surplus_extraction(_input([]), 0) == 0.0
+    assert buyer_budget_surplus(_input([]), 0) == 0.0
 
 
 def test_buyer_reward_is_the_clipped_share_below_list():
@@ -101,7 +101,7 @@ def test_rewards_stay_in_their_ranges_and_sum_to_one_between_cost_and_list(
 
 
 def test_single_product_seller_reward_is_equation_one():
-    reward = seller_surplus_extraction(_settlement([(0, 32.50)]))
+    reward = seller_surplus_extraction(_input([(0, 32.50)]))
     assert reward == pytest.approx(13.75 / 16.24)
 
 
@@ -113,9 +113,9 @@ def test_list_margin_capacity_takes_the_most_profitable_units_one_per_buyer():
 
 def test_multi_product_seller_reward_is_profit_over_capacity_capped_at_one():
     lists, costs = (40.0, 60.0), (20.0, 30.0)
-    two = _settlement([(0, 25.0), (1, 40.0)], lists, costs, (1, 1), 2)
+    two = _input([(0, 25.0), (1, 40.0)], lists, costs, (1, 1), 2)
     assert seller_surplus_extraction(two) == pytest.approx(0.3)
-    high = _settlement([(0, 99.0), (1, 99.0)], lists, costs, (1, 1), 2)
+    high = _input([(0, 99.0), (1, 99.0)], lists, costs, (1, 1), 2)
     assert seller_surplus_extraction(high) == 1.0
 
 
@@ -177,7 +177,7 @@ def test_budget_surplus_is_the_buyers_share_of_the_gains_from_trade():
 
 
 def test_a_deal_at_list_pays_a_buyer_with_budget_above_list_under_budget_surplus_only():
-    deal_at_list = _settlement([(0, LIST)], budget=BUDGET)
+    deal_at_list = _input([(0, LIST)], budget=BUDGET)
     assert buyer_surplus_extraction(deal_at_list, 0) == 0.0
     assert buyer_budget_surplus(deal_at_list, 0) == pytest.approx((BUDGET - LIST) / (BUDGET - COST))
     assert buyer_budget_surplus(deal_at_list, 0) > 0.2
@@ -191,9 +191,9 @@ def test_paying_above_budget_is_minus_one_and_a_budget_at_or_below_cost_pays_zer
 
 
 def test_budget_surplus_pays_only_the_buyer_who_dealt():
-    settlement = _settlement([(0, 30.00)], budget=BUDGET)
-    assert buyer_budget_surplus(settlement, 0) == pytest.approx(10.00 / 21.25)
-    assert buyer_budget_surplus(settlement, 1) == buyer_budget_surplus(settlement, 2) == 0.0
+    read = _input([(0, 30.00)], budget=BUDGET)
+    assert buyer_budget_surplus(read, 0) == pytest.approx(10.00 / 21.25)
+    assert buyer_budget_surplus(read, 1) == buyer_budget_surplus(read, 2) == 0.0
 
 
 @settings(max_examples=300, deadline=None)
@@ -215,7 +215,7 @@ def test_budget_surplus_stays_in_its_range_falls_with_price_and_complements_the_
         assert reward + seller_share == pytest.approx(1.0)
 
 
-# The registry and the typed settlement ---------------------------------------------------------
+# The registry and the typed reward input ------------------------------------------------------
 
 
 def test_the_defaults_are_the_first_registered_rewards_and_the_market_defaults():
@@ -234,14 +234,14 @@ def test_a_market_accepts_every_registered_reward_and_refuses_an_unknown_one_nam
         MarketConfig(seller_reward="profit")
 
 
-def test_settle_reads_each_deals_cost_list_price_and_the_dealt_buyers_budget():
+def test_reward_input_reads_each_deals_cost_list_price_and_the_dealt_buyers_budget():
     market = _market()
     market.step("Thought: t\nTarget: 2\nTalk: final\nAction: [SELL] $32.50")
     market.step("Thought: t\nTalk: fine\nAction: [DEAL]")
-    settlement = settle(market.scenario, market.deals)
-    assert settlement.trades == (Trade(1, 0, 32.50, COST, LIST, 41.17),)
-    assert settlement.trade_of(1) == settlement.trades[0] and settlement.trade_of(0) is None
-    assert settlement.num_buyers == 3
+    read = reward_input(market.scenario, market.deals)
+    assert read.trades == (Trade(1, 0, 32.50, COST, LIST, 41.17),)
+    assert read.trade_of(1) == read.trades[0] and read.trade_of(0) is None
+    assert read.num_buyers == 3
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.catalog import Product, default_catalog, load_catalog
 from arena.config import PAPER_TIERS, MarketConfig, get_preset
 from arena.money import cents
@@ -49,10 +49,10 @@ def test_scenario_i_does_not_depend_on_how_many_are_generated():
 def test_scenarios_do_not_depend_on_which_agents_play():
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, CATALOG, 5, 6)
-    a = play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"])
-    b = play_scenarios(
+    a = play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])[0]
+    b = play_vs_pool(
         config, scenarios, "scripted:satisficer", ["scripted:hardliner", "scripted:time"]
-    )
+    )[0]
     assert [r.scenario for r in a] == [r.scenario for r in b] == scenarios
     assert make_scenarios(config, CATALOG, 5, 6) == scenarios
 

@@ -41,7 +41,7 @@ def test_lora_and_engine_options_become_the_server_settings() -> None:
     ("args", "message"),
     [
         (["--lora", "gen1"], "--lora 'gen1': write NAME=ADAPTER_FOLDER"),
-        (["--engine", "warp=9"], "--engine: unknown vllm back-end parameter 'warp'"),
+        (["--engine", "warp=9"], "--engine: vllm back-end parameters: unknown key 'warp'"),
         (["--engine", "temperature=0"], "--engine: temperature belong to an agent"),
         (["--engine", "dtype=float64"], "dtype='float64' is invalid"),
     ],

@@ -112,7 +112,8 @@ def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     let a short fit teach the two-layer model its reply.
     """
     from agents import make_agent
-    from agents.driver import play_episode
+    from agents.driver import Match
+    from agents.engine import play_matches
     from agents.finetune import FitConfig, fit_on_transcripts
     from arena.catalog import load_catalog
     from arena.config import get_preset
@@ -135,7 +136,7 @@ def warm_models(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
                 buyers = [make_agent("scripted:time", "buyer") for _ in range(3)]
             else:
                 seller, buyers = make_agent("scripted:prober", "seller"), [Lowballer()]
-            records.append(play_episode(market, scenario, seller, buyers))
+            records.append(play_matches(market, [Match(scenario, seller, tuple(buyers))])[0][0])
         out = base.parent / role
         fit = FitConfig(steps=120, learning_rate=3e-3)
         fit_on_transcripts(base, records, out, fit, config=market, roles=(role,))

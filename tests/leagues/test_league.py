@@ -18,6 +18,7 @@ import pytest
 
 from leagues.config import LeagueConfig
 from leagues.league import run_league
+from leagues.models import base_folder
 from tests.leagues.leagues import league_config
 from tournaments.store import Store
 
@@ -33,7 +34,7 @@ def test_a_nash_league_of_both_sides_trains_registers_and_rates(tmp_path):
     assert all(g["zero_advantage"].endswith("/4") for g in summary.generations)  # 2 steps x 2
     # Checkpoints are LoRA adapters over the one base: the buyer's tournament meets the seller
     # checkpoint too, and the base model is loaded once for both adapters. No merged copy.
-    base = tmp_path / "files" / "tiny-model"
+    base = base_folder(config, tmp_path / "files") / "tiny-model"
     assert (
         f"both/gen-002-buyer: hf:{base}?batch_size=32: 1 model load(s), 2 adapter(s)"
         in "\n".join(lines)
@@ -265,16 +266,24 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
         run_league(config, folder / "l.db", log=lambda line: None, report=False)
         runs.append(folder)
     one, two = runs
-    files = one / "runs" / "same"
+    config = LeagueConfig.from_toml(one / "l.toml")
     assert _stored(one / "l.db", one) == _stored(two / "l.db", two)
-    weights = [
-        "tiny-model/model.safetensors",  # built and copy-pretrained
-        "warm-start/model.safetensors",  # fitted on scripted transcripts
-        "gen-001-seller/adapter/adapter_model.safetensors",  # GRPO
-    ]
-    for path in weights:
-        a, b = load_file(str(files / path)), load_file(str(two / "runs" / "same" / path))
-        assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), path
+
+    def weights(run: Path) -> list[Path]:
+        bases = base_folder(config, run / "runs" / "same")
+        return [
+            bases / "tiny-model" / "model.safetensors",  # built and copy-pretrained
+            bases / "warm-start" / "model.safetensors",  # fitted on scripted transcripts
+            run / "runs" / "same" / "gen-001-seller" / "adapter" / "adapter_model.safetensors",
+        ]
+
+    for first, second in zip(weights(one), weights(two), strict=True):
+        a, b = load_file(str(first)), load_file(str(second))
+        assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), first
+    recorded = [json.loads((run / "runs" / "same" / "gen-001-seller" / "league.json").read_text())
+                for run in runs]  # fmt: skip
+    assert recorded[0]["training_seed"] == recorded[1]["training_seed"]
+    assert (recorded[0]["league_seed"], recorded[0]["base_seed"]) == (3, 3)
     # Sampled, not greedy: the model's evaluation replies differ from episode to episode, so
     # equal stores mean equal random streams (tests/leagues/test_trainer_update.py checks that
     # a seeded GRPO step moves the weights and reproduces them).

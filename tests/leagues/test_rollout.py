@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from agents import make_agent
-from agents.driver import Replay, Transcript, play_episode
+from agents.driver import Match, Replay, Transcript
+from agents.engine import play_matches
 from agents.finetune import chat_examples
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -107,9 +108,16 @@ def test_rewards_equal_the_environments_rewards_for_the_learners_messages(
     rewards = set()
     for row, turns, reward in zip(rows, out["learner_turns"], out["learner_reward"], strict=True):
         buyers = [make_agent(spec, "buyer") for spec in row.buyers]
-        replay = play_episode(
-            MARKET, row.scenario, Replay(Transcript.of_texts("seller", turns.split("\n\n"))), buyers
-        )
+        replay = play_matches(
+            MARKET,
+            [
+                Match(
+                    row.scenario,
+                    Replay(Transcript.of_texts("seller", turns.split("\n\n"))),
+                    tuple(buyers),
+                )
+            ],
+        )[0][0]
         assert math.isclose(replay.result.seller_reward, reward)
         rewards.add(round(reward, 6))
     assert len(rewards) > 1
@@ -126,12 +134,16 @@ def test_a_buyer_learner_in_the_bilateral_market_streams_its_own_turns(tiny_toke
         stream = rollout.streams["buyer_1"]
         assert "You are a buyer" in tok.decode(stream.prompt_ids)
         seller = make_agent(row.seller, "seller")
-        replay = play_episode(
+        replay = play_matches(
             BILATERAL,
-            row.scenario,
-            seller,
-            [Replay(Transcript.of_texts("buyer_1", stream.replies))],
-        )
+            [
+                Match(
+                    row.scenario,
+                    seller,
+                    tuple([Replay(Transcript.of_texts("buyer_1", stream.replies))]),
+                )
+            ],
+        )[0][0]
         assert replay.result.buyer_rewards == rollout.record.result.buyer_rewards
         assert rollout.reward("buyer_1") == rollout.record.result.buyer_rewards[0]
 

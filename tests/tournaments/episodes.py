@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.catalog import default_catalog
 from arena.config import get_preset
 from arena.records import EpisodeRecord
@@ -21,7 +21,7 @@ def hand_made_base() -> tuple[list[Scenario], EpisodeRecord]:
     """Two scenarios and one scripted episode on the first, to edit into hand-made cases."""
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, default_catalog(), 7, 2)
-    record = play_scenarios(config, scenarios[:1], "scripted:prober", [TIME], keep_turns=False)[0]
+    record = play_vs_pool(config, scenarios[:1], "scripted:prober", [TIME], keep_turns=False)[0][0]
     return scenarios, record
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from agents.driver import buyer_lineup
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.catalog import default_catalog
 from arena.config import get_preset
@@ -109,8 +109,8 @@ def test_a_pool_episode_counts_for_every_entry_that_gives_its_lineup() -> None:
     scenarios = make_scenarios(config, default_catalog(), 0, 64)
     shared = next(sc for sc in scenarios if buyer_lineup(sc, (TIME, TFT)) == (TIME,) * 3)
     mixed = next(sc for sc in scenarios if len(set(buyer_lineup(sc, (TIME, TFT)))) == 2)
-    [on_shared] = play_scenarios(config, [shared], "scripted:prober", [TIME], keep_turns=False)
-    [on_mixed] = play_scenarios(config, [mixed], "scripted:prober", [TIME, TFT], keep_turns=False)
+    [on_shared] = play_vs_pool(config, [shared], "scripted:prober", [TIME], keep_turns=False)[0]
+    [on_mixed] = play_vs_pool(config, [mixed], "scripted:prober", [TIME, TFT], keep_turns=False)[0]
     assert buyer_entries_of(on_shared, ENTRIES) == [TIME, POOL]
     assert buyer_entries_of(on_mixed, ENTRIES) == [POOL]
     assert (

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena import metrics
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.catalog import default_catalog
@@ -39,14 +39,14 @@ NO_BOOTSTRAP = RatingConfig(bootstrap_rounds=0)
 def play_tournament(
     sellers: list[str], episodes: int
 ) -> tuple[list[EpisodeRecord], dict[tuple[str, str], list[EpisodeRecord]]]:
-    """Every seller against every entry with play_scenarios; returns all records (a lineup that
-    two entries share is played twice, as separate play_scenarios calls do) and each pairing's."""
+    """Every seller against every entry with play_vs_pool; returns all records (a lineup that
+    two entries share is played twice, as separate play_vs_pool calls do) and each pairing's."""
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, default_catalog(), 0, episodes)
     pairings = {
-        (seller, "|".join(pool)): play_scenarios(
+        (seller, "|".join(pool)): play_vs_pool(
             config, scenarios, seller, list(pool), keep_turns=False
-        )
+        )[0]
         for seller in sellers
         for pool in ENTRIES
     }
@@ -127,11 +127,17 @@ def test_seller_rows_carry_the_papers_metrics_over_distinct_episodes(tournament)
     records, _ = tournament
     row = by_agent(leaderboard(records, "seller", NO_BOOTSTRAP, ENTRIES))["scripted:prober"]
     own = [r for r in distinct_episodes(records) if r.seller == "scripted:prober"]
-    assert row["reward"] == metrics.reward(own).mean
-    assert row["deal_rate"] == metrics.deal_rate(own).mean
-    assert row["surplus_extraction_ratio"] == metrics.surplus_extraction_ratio(own).mean
-    assert row["deal_on_top_buyer_rate"] == metrics.deal_on_top_buyer_rate(own).mean
-    assert row["sell_below_cost_error_rate"] == metrics.sell_below_cost_error_rate(own).mean
+    assert row["reward"] == metrics.METRICS["reward"].over(own).mean
+    assert row["deal_rate"] == metrics.METRICS["deal_rate"].over(own).mean
+    assert (
+        row["surplus_extraction_ratio"]
+        == metrics.METRICS["surplus_extraction_ratio"].over(own).mean
+    )
+    assert row["deal_on_top_buyer_rate"] == metrics.METRICS["deal_on_top_buyer_rate"].over(own).mean
+    assert (
+        row["sell_below_cost_error_rate"]
+        == metrics.METRICS["sell_below_cost_error_rate"].over(own).mean
+    )
     assert row["deal_buyer_rank_distribution"] == metrics.deal_buyer_rank_distribution(own)
     assert sum(row["deal_buyer_rank_distribution"]) == pytest.approx(1.0)
 
@@ -149,7 +155,7 @@ def test_buyer_board_rates_the_fixed_entry_above_the_pool_with_tit_for_tat(tourn
     assert pool["reward"] == pytest.approx(
         math.fsum(episode_buyer_side_reward(r) for r in pool_records) / len(pool_records)
     )
-    assert pool["deal_rate"] == pytest.approx(metrics.deal_rate(pool_records).mean)
+    assert pool["deal_rate"] == pytest.approx(metrics.METRICS["deal_rate"].over(pool_records).mean)
 
 
 def test_sellers_that_differ_only_by_an_alias_get_equal_ratings(aliases) -> None:
@@ -310,7 +316,7 @@ def test_ratings_rows_carry_the_names_agents_were_registered_under(tmp_path: Pat
 
 
 def test_multi_product_seller_rows_carry_matching_quality_and_single_product_rows_do_not() -> None:
-    from agents.engine import play_scenarios
+    from agents.engine import play_vs_pool
     from arena.catalog import default_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenarios
@@ -323,7 +329,7 @@ def test_multi_product_seller_rows_carry_matching_quality_and_single_product_row
         records = [
             r
             for seller in ("scripted:greedy", "scripted:oracle")
-            for r in play_scenarios(config, scenarios, seller, ["scripted:time"])
+            for r in play_vs_pool(config, scenarios, seller, ["scripted:time"])[0]
         ]
         rows[preset] = {row["agent"]: row for row in leaderboard(records, "seller")}
     assert rows["multi-product"]["scripted:oracle"]["matching_quality"] == 1.0

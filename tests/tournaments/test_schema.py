@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.rewards import DEFAULT_REWARDS
@@ -60,8 +60,8 @@ def test_a_version_2_database_gains_payoffs_backfilled_from_its_episodes(tmp_pat
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, load_catalog(), 0, 6)
     records = [
-        *play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"]),
-        *play_scenarios(config, scenarios, "scripted:satisficer", ["scripted:time"]),
+        *play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])[0],
+        *play_vs_pool(config, scenarios, "scripted:satisficer", ["scripted:time"])[0],
     ]
     path = tmp_path / "v2.db"
     old = sqlite_utils.Database(path)
@@ -108,7 +108,7 @@ def with_tokens(record, seller_tokens: tuple[int, int], buyer_tokens: tuple[int,
 def test_a_version_3_database_gains_usage_backfilled_from_turns_and_replay_links(tmp_path):
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, load_catalog(), 1, 3)
-    played = play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"])
+    played = play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])[0]
     records = [with_tokens(r, (100, 20), (50, 5)) for r in played]
     path = tmp_path / "v3.db"
     old = sqlite_utils.Database(path)
@@ -143,9 +143,9 @@ def test_replays_of_two_parents_on_one_scenario_are_two_episodes_but_a_match_sta
     tmp_path: Path,
 ) -> None:
     config = get_preset("in-distribution")
-    (record,) = play_scenarios(
+    (record,) = play_vs_pool(
         config, make_scenarios(config, load_catalog(), 1, 1), "scripted:prober", ["scripted:time"]
-    )
+    )[0]
     with Store.open(tmp_path / "k.db") as store:
         tid = store.tournament_id("t", {})
         store.add_episodes(tid, [record])
@@ -168,9 +168,9 @@ def test_a_version_5_database_reads_its_episodes_as_played_under_the_default_rew
     """Episodes stored before rewards were a setting (no reward columns, records without
     ``rewards``) keep their rows and read back under the defaults, in the row and the key."""
     config = get_preset("bilateral")
-    records = play_scenarios(
+    records = play_vs_pool(
         config, make_scenarios(config, load_catalog(), 2, 4), "scripted:prober", ["scripted:time"]
-    )
+    )[0]
     path = tmp_path / "v5.db"
     old = sqlite_utils.Database(path)
     for migrate in MIGRATIONS[:5]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -22,7 +22,7 @@ POOL = ["scripted:time", "scripted:tit-for-tat", "scripted:hardliner"]
 def play(preset: str, seller: str, count: int, seed: int = 0, **overrides) -> list[EpisodeRecord]:
     config = get_preset(preset, overrides or None)
     scenarios = make_scenarios(config, load_catalog(), seed, count)
-    return play_scenarios(config, scenarios, seller, POOL)
+    return play_vs_pool(config, scenarios, seller, POOL)[0]
 
 
 def by_key(records: list[EpisodeRecord]) -> dict:

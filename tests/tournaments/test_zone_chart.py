@@ -11,7 +11,7 @@ import pytest
 
 from agents import make_agent
 from agents.driver import Episode
-from agents.engine import play_scenarios
+from agents.engine import play_vs_pool
 from agents.human import HumanAgent, MoveReader
 from arena.catalog import load_catalog
 from arena.config import get_preset
@@ -33,7 +33,7 @@ def by_class(root: ET.Element, name: str) -> list[ET.Element]:
 def longest(preset: str = "in-distribution", **overrides) -> EpisodeRecord:
     config = get_preset(preset, overrides or None)
     scenarios = make_scenarios(config, load_catalog(), 0, 12)
-    records = play_scenarios(config, scenarios, "scripted:prober", ["scripted:time"])
+    records = play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])[0]
     return max(records, key=lambda r: (r.result.outcome == "deal", r.result.seller_turns))
 
 
