@@ -7,6 +7,7 @@ on the same file stops at once with one line naming the first (pid, host, what i
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -67,11 +68,17 @@ def league_run(
             "`seeds`, else its `seed`."
         ),
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help='Evaluate on the Ray cluster at this address (sets executor = "ray").'),
+    ] = None,
 ) -> None:
     """Run (or resume) a league: train, evaluate, rate, repeat (per seed)."""
 
     def run() -> list[LeagueSummary]:
         config = LeagueConfig.from_toml(config_path)
+        if ray_address:
+            config = dataclasses.replace(config, executor="ray", ray_address=ray_address)
         chosen = None if seeds is None else parse_seeds(seeds)
         return run_seeds(config, _database(db, config.name), chosen)
 

@@ -29,6 +29,7 @@ checked.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import time
@@ -36,11 +37,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from arena.estimates import estimate
 from leagues.config import LeagueConfig
 from leagues.evaluation import held_out, targets
 from leagues.report import CURVES
-from leagues.seeds import across_seeds, run_seeds, seed_configs, seeds_table
+from leagues.seeds import across_seeds, holding, run_seeds, seed_configs, seeds_table
 from leagues.state import training_steps
 from tournaments.store import Store
 
@@ -115,7 +118,9 @@ def fmt(figure: dict[str, float], gain: bool = True) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=Path("examples/learning-league.toml"))
-    parser.add_argument("--db", type=Path, default=Path("runs/learning.db"))
+    parser.add_argument("--db", type=Path, action="append", default=None,
+                        help="the league database (default runs/learning.db); repeat it for seeds "
+                        "run in parallel into one database each")  # fmt: skip
     parser.add_argument("--no-run", dest="run", action="store_false",
                         help="only read the database back")  # fmt: skip
     parser.add_argument("--role", choices=("seller", "buyer"), default="seller",
@@ -127,38 +132,40 @@ def main(argv: list[str] | None = None) -> None:
         help="league seeds, e.g. 0,1,2 (default: the config's seeds, else its seed)",
     )
     args = parser.parse_args(argv)
+    dbs = args.db or [Path("runs/learning.db")]
     config = LeagueConfig.from_toml(args.config)
     role = args.role
     leagues = seed_configs(config, args.seeds)
     started = time.perf_counter()
     if args.run:
-        run_seeds(config, args.db, args.seeds, report=False)
+        if len(dbs) > 1:
+            parser.error("--db more than once reads seeds run in parallel: add --no-run")
+        run_seeds(config, dbs[0], args.seeds, report=False)
     seconds = time.perf_counter() - started
-    out = args.db.parent
-    results = [report_league(args.db, league, role, out, len(leagues) > 1) for league in leagues]
-    if len(leagues) > 1:
-        with Store.open(args.db, read_only=True) as store:
-            across = across_seeds(store, [league.name for league in leagues], role)
-        from rich.console import Console
-
-        Console().print(seeds_table(args.db, [league.name for league in leagues], role))
-    else:
-        across = None
+    out = dbs[0].parent
+    names = [league.name for league in leagues]
+    with contextlib.ExitStack() as stack:
+        stores = [stack.enter_context(Store.open(db, read_only=True)) for db in dbs]
+        results = [report_league(holding(stores, league.name), league, role, out,
+                                 len(leagues) > 1) for league in leagues]  # fmt: skip
+        across = across_seeds(stores, names, role) if len(leagues) > 1 else None
+    if across is not None:
+        Console().print(seeds_table(dbs, names, role))
     suffix = "" if role == "seller" else f"-{role}"
     path = out / f"bench_learning{suffix}.json"
-    summary = {"config": str(args.config), "role": role, "seconds_this_run": seconds,
+    config_path = str(args.config)
+    summary = {"config": config_path, "role": role, "seconds_this_run": seconds,
                "leagues": results, "across_seeds": across}  # fmt: skip
     path.write_text(json.dumps(summary, indent=2, default=str))
     print(f"this run {seconds:.0f} s; wrote {path}")
 
 
 def report_league(
-    db: Path, config: LeagueConfig, role: str, out: Path, tagged: bool
+    store: Store, config: LeagueConfig, role: str, out: Path, tagged: bool
 ) -> dict[str, Any]:
     """Print one league's table and targets; draw its curves; return its figures."""
-    with Store.open(db, read_only=True) as store:
-        steps = [s for s in training_steps(store, config.name) if s.get("side") in (None, role)]
-        rows = held_out(store, config.name, role)
+    steps = [s for s in training_steps(store, config.name) if s.get("side") in (None, role)]
+    rows = held_out(store, config.name, role)
     tag = (f"-{config.name}" if tagged else "") + ("" if role == "seller" else f"-{role}")
     plot_curves(steps, out / f"learning_curves{tag}.png")
     plot_held_out(rows, role, out / f"held_out{tag}.png")

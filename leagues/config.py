@@ -53,6 +53,7 @@ from arena.settings import from_mapping
 from leagues.sampling import META_SOLVERS
 from leagues.tiny import TinyConfig
 from tournaments.config import market_config, read_toml_table
+from tournaments.runner import EXECUTORS
 
 SIDES = ("seller", "buyer", "both", "self-play")
 LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
@@ -60,6 +61,8 @@ DEVICES = ("auto", "cpu", "cuda")
 VLLM_MODES = ("colocate", "server")
 REPORTERS = ("tensorboard", "wandb", "trackio")
 """Experiment trackers TRL's trainer can log to without a network (``TrainConfig.report_to``)."""
+PLACEMENT = ("executor", "ray_address", "workers")
+"""Where a league's evaluation runs: changes no result, so it may change when a league resumes."""
 TINY = "tiny"
 """``model = "tiny"``: build the project's tiny random chat model into the league folder."""
 
@@ -482,6 +485,18 @@ class LeagueConfig:
             "busy machine (threads of small ops stall when the cores are shared)."
         ),
     )
+    executor: str = field(
+        default="local",
+        metadata=_help(
+            "Where evaluation rounds play: local, or ray (model-holding actors, docs/scaling.md)."
+        ),
+    )
+    ray_address: str = field(
+        default="", metadata=_help("Ray cluster for executor ray; empty: RAY_ADDRESS, else local.")
+    )
+    workers: int = field(
+        default=1, metadata=_help("Evaluation workers: processes (local), actors per model (ray).")
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -501,6 +516,9 @@ class LeagueConfig:
                 raise ValueError(f"league.{name} must be an integer >= 0, got {value!r}")
         if self.generations < 1:
             raise ValueError("league.generations must be >= 1")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"league.executor must be one of {', '.join(EXECUTORS)}")
+        _positive_int("league", "workers", self.workers)
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"league.seed must be an integer >= 0, got {self.seed!r}")
         if not isinstance(self.eval_seed, int) or self.eval_seed < -1:
@@ -589,10 +607,12 @@ class LeagueConfig:
 
 
 def without_loggers(settings: dict[str, Any]) -> dict[str, Any]:
-    """League settings without ``learner.train.report_to``: where the step metrics are also
-    logged changes no result, so it may change when a league resumes."""
+    """League settings without ``learner.train.report_to`` and the ``PLACEMENT`` keys: where the
+    step metrics are also logged, or the evaluation runs, changes no result, so it may change
+    when a league resumes."""
     train = {k: v for k, v in settings["learner"]["train"].items() if k != "report_to"}
-    return {**settings, "learner": {**settings["learner"], "train": train}}
+    placed = {k: v for k, v in settings.items() if k not in PLACEMENT}
+    return {**placed, "learner": {**settings["learner"], "train": train}}
 
 
 def _local_model(base: Path, model: Any) -> bool:

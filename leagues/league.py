@@ -284,8 +284,12 @@ class LeagueRun:
             # At least one back-end batch of episodes in flight: one generate call a round.
             chunk = max(EVAL_CHUNK, self.config.learner.eval_batch_size)
             summary = run_tournament(
-                tournament, self.store, workers=1, progress=False, chunk_size=chunk
-            )
+                tournament, self.store, workers=self.config.workers, progress=False,
+                chunk_size=chunk, executor=self.config.executor,
+                ray_address=self.config.ray_address or None,
+            )  # fmt: skip
+            for note in summary.notes:  # the ray executor's actors, loads and lost workers
+                self.log(f"{tournament.name}: {note}")
             for backend in open_backends():
                 # Checkpoints are adapters over the base model: one load serves all of them.
                 adapters = len(getattr(backend, "adapters", ()))

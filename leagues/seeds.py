@@ -16,6 +16,7 @@ replacement; with few runs the interval is wide, which is the point), its interq
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -104,13 +105,17 @@ def interquartile_mean(values: Sequence[float]) -> float:
     return float(xs[cut : xs.size - cut].mean())
 
 
-def across_seeds(store: Store, leagues: Sequence[str], role: str = "seller") -> dict[str, Any]:
+def across_seeds(
+    stores: Store | Sequence[Store], leagues: Sequence[str], role: str = "seller"
+) -> dict[str, Any]:
     """Each league's (seed's) last checkpoint against its base, and the figures across them:
     ``seeds`` (per league: the last row, the base row, its targets), ``gain`` and
     ``violation_rate`` across runs (:func:`interval_across_runs`), ``targets_met`` (target ->
-    on how many seeds)."""
+    on how many seeds). The leagues may live in one store or in several (seeds run in
+    parallel processes, one database each): each is read from the store that holds it."""
     per_seed = []
     for league in leagues:
+        store = holding(stores, league)
         rows = held_out(store, league, role)
         learner = [r for r in rows if r["generation"]]
         if not learner:
@@ -134,10 +139,22 @@ def across_seeds(store: Store, leagues: Sequence[str], role: str = "seller") -> 
     return summary
 
 
-def seeds_table(db_path: str | Path, leagues: Sequence[str], role: str = "seller") -> Any:
+def holding(stores: Store | Sequence[Store], league: str) -> Store:
+    """The store that holds ``league`` (an error naming the league when none does)."""
+    for store in [stores] if isinstance(stores, Store) else stores:
+        if store.db.execute("SELECT 1 FROM league_runs WHERE name = ?", [league]).fetchone():
+            return store
+    raise ValueError(f"league {league!r} is in none of the databases given")
+
+
+def seeds_table(
+    db_paths: str | Path | Sequence[str | Path], leagues: Sequence[str], role: str = "seller"
+) -> Any:
     """A rich table of :func:`across_seeds`: a row per seed, then the figures across seeds."""
-    with Store.open(db_path, read_only=True) as store:
-        summary = across_seeds(store, leagues, role)
+    paths = [db_paths] if isinstance(db_paths, (str, Path)) else list(db_paths)
+    with contextlib.ExitStack() as stack:
+        stores = [stack.enter_context(Store.open(path, read_only=True)) for path in paths]
+        summary = across_seeds(stores, leagues, role)
     table = Table(title=Text(f"{role} learning across {len(summary['seeds'])} seeds (held out)"))
     for header in ("league", "base reward", "last", "gain (paired)", "violations", "rating",
                    "targets met"):  # fmt: skip

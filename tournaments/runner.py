@@ -6,9 +6,11 @@ writer only runs SQL. Executors:
 
 * ``workers=1``: everything in this process, no pool;
 * ``local``: a ``concurrent.futures.ProcessPoolExecutor`` of ``workers`` processes;
-* ``ray``: chunks as Ray tasks (``pip install 'bargain-arena[ray]'``). Ray joins the cluster named
-  by ``ray_address`` or the ``RAY_ADDRESS`` variable, else starts a local instance of ``workers``
-  CPUs. On a cluster whose nodes have the project installed::
+* ``ray`` (``pip install 'bargain-arena[ray]'``): scripted chunks as Ray tasks, LLM chunks on
+  model-holding actors, ``workers`` per model, each loading its model once
+  (:mod:`tournaments.ray_pool`; a lost worker's chunk is played again elsewhere). Ray joins the
+  cluster named by ``ray_address`` or the ``RAY_ADDRESS`` variable, else starts a local instance
+  of ``workers`` CPUs. On a cluster whose nodes have the project installed::
 
       RAY_ADDRESS=ray://head:10001 arena tournament run league.toml --db runs/league.db \\
           --executor ray
@@ -34,7 +36,7 @@ import dataclasses
 import importlib.util
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
@@ -57,6 +59,7 @@ from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
 from tournaments.lock import writer_lock
+from tournaments.ray_pool import PoolRun, group_chunks, init_ray, run_pooled
 from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.schema import usage_rows
 from tournaments.store import Store
@@ -94,11 +97,16 @@ class TournamentSummary:
     skipped: int
     """Episodes found in the store and not played again."""
     pairings: tuple[PairingSummary, ...]
+    notes: tuple[str, ...] = ()
+    """What the executor reports: actors per model, lost workers and the chunks played again."""
+    model_loads: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Ray executor: models loaded per back-end key, summed over its actors."""
 
     def table(self) -> Table:
         """The per-pairing summary as a rich table; names are shown verbatim, never as markup."""
         table = Table(
-            title=Text(f"{self.name}: {self.played} played, {self.skipped} already stored")
+            title=Text(f"{self.name}: {self.played} played, {self.skipped} already stored"),
+            caption=Text("; ".join(self.notes)) if self.notes else None,
         )
         table.add_column("seller")
         table.add_column("buyers")
@@ -216,7 +224,6 @@ def run_tournament(
                 store.register_agent(spec, "buyer")
             outcomes = store.outcomes(tournament_id)
         jobs, skipped = plan(config, scenarios, set(outcomes))
-        chunks = chunked(jobs, chunk_size)
 
         def write(results: list[Played]) -> None:
             for p in results:
@@ -227,13 +234,21 @@ def run_tournament(
         task = partial(
             play_chunk, market=market, keep_turns=config.keep_turns, encode=store is not None
         )
+        bar = _progress_bar(progress, len(jobs) + skipped, skipped, config.name)
+        notes: list[str] = []
+
+        def note(text: str) -> None:
+            notes.append(text)
+            bar.note(text)
+
+        pool = PoolRun()
         if executor == "ray":
-            finished = _run_ray(task, chunks, workers, ray_address)
+            finished = _run_ray(task, jobs, chunk_size, workers, ray_address, note, pool)
         else:
-            finished = _run_local(task, chunks, workers)
+            finished = _run_local(task, chunked(jobs, chunk_size), workers)
         # Closed on the way out, so a failed run's pool is shut down before the lock is freed.
         stack.callback(finished.close)
-        with _progress_bar(progress, len(jobs) + skipped, skipped, config.name) as advance:
+        with bar as advance:
             for results in finished:
                 write(results)
                 advance(len(results))
@@ -243,6 +258,8 @@ def run_tournament(
         played=len(jobs),
         skipped=skipped,
         pairings=_summaries(config, scenarios, outcomes),
+        notes=(*pool.notes(), *notes),
+        model_loads=pool.model_loads,
     )
 
 
@@ -272,34 +289,23 @@ def _run_local(task: ChunkTask, chunks: list[list[Match]], workers: int) -> Iter
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _apply(task: ChunkTask, chunk: Sequence[Match]) -> list[Played]:
-    return task(chunk)
-
-
 def _run_ray(
-    task: ChunkTask, chunks: list[list[Match]], workers: int, ray_address: str | None
+    task: ChunkTask,
+    jobs: Sequence[Match],
+    chunk_size: int,
+    workers: int,
+    ray_address: str | None,
+    note: Callable[[str], None],
+    pool: PoolRun,
 ) -> Iterator[list[Played]]:
-    """Chunk results as they complete, each chunk a Ray task."""
+    """Chunk results as they complete: scripted chunks as Ray tasks, LLM chunks on the actors
+    holding their model (:mod:`tournaments.ray_pool`)."""
     import ray  # present: run_tournament checked
 
-    started = not ray.is_initialized()
-    if started:
-        if ray_address or os.environ.get("RAY_ADDRESS"):
-            ray.init(address=ray_address)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False)
-    pending: list = []
+    started = init_ray(ray_address, workers)
     try:
-        remote = ray.remote(_apply)
-        task_ref = ray.put(task)
-        pending = [remote.remote(task_ref, chunk) for chunk in chunks]
-        while pending:
-            finished, pending = ray.wait(pending, num_returns=1)
-            for ref in finished:
-                yield ray.get(ref)
+        yield from run_pooled(task, group_chunks(jobs, chunk_size), workers, note, pool)
     finally:
-        for ref in pending:
-            ray.cancel(ref)
         if started:
             ray.shutdown()
 
@@ -311,12 +317,16 @@ class _NoProgress:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    def note(self, text: str) -> None:
+        return None
+
 
 class _RichProgress:
     def __init__(self, total: int, done: int, name: str) -> None:
         # No auto-refresh thread: the process pool forks after the bar starts, and forking a
         # process that runs threads can deadlock the child. The bar refreshes per chunk.
         self.progress = Progress(auto_refresh=False)
+        self.name = name
         self.task = self.progress.add_task(escape(name), total=total, completed=done)
 
     def __enter__(self) -> Callable[[int], None]:
@@ -325,6 +335,13 @@ class _RichProgress:
 
     def advance(self, n: int) -> None:
         self.progress.advance(self.task, n)
+        self.progress.refresh()
+
+    def note(self, text: str) -> None:
+        """What happened (a lost worker, a chunk played again): a line above the bar, and the
+        bar's description."""
+        self.progress.console.print(Text(f"{self.name}: {text}"))
+        self.progress.update(self.task, description=escape(f"{self.name} ({text})"))
         self.progress.refresh()
 
     def __exit__(self, *exc: object) -> None:

@@ -68,6 +68,9 @@ def test_league_run_bad_inputs_print_one_error_line(tmp_path: Path) -> None:
         write(tmp_path / "spec.toml", good.replace('"scripted:prober"', '"scripted:nobody"')): (
             "league.sellers[1]: unknown scripted seller 'nobody'"
         ),
+        write(tmp_path / "ex.toml", good.replace("[league]\n", '[league]\nexecutor = "slurm"\n')): (
+            "league.executor must be one of local, ray"
+        ),
     }
     db = str(tmp_path / "l.db")
     for config, needle in configs.items():
@@ -79,6 +82,16 @@ def test_league_run_bad_inputs_print_one_error_line(tmp_path: Path) -> None:
     for args, needle in options.items():
         assert needle in one_error("league", "run", str(LEAGUE), *args), args
     assert not Path(db).exists()
+
+
+def test_league_run_ray_address_evaluates_on_that_cluster(tmp_path, monkeypatch) -> None:
+    import arena_cli.runs as runs
+
+    seen = []
+    monkeypatch.setattr(runs, "run_league", lambda config, db: seen.append(config))
+    arena("league", "run", str(LEAGUE), "--db", str(tmp_path / "l.db"), "--ray-address", "h:6379")
+    arena("league", "run", str(LEAGUE), "--db", str(tmp_path / "l.db"))
+    assert [(c.executor, c.ray_address) for c in seen] == [("ray", "h:6379"), ("local", "")]
 
 
 @pytest.mark.slow

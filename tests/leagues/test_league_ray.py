@@ -1,0 +1,83 @@
+"""A league whose evaluation rounds run on the Ray pool (``[league] executor = "ray"``), on a real
+two-node cluster on this machine, against the same league in one process."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from agents.backends import close_backends
+from leagues.config import LeagueConfig
+from leagues.league import run_league
+from leagues.state import register_league
+from tests.leagues.leagues import league_config
+from tests.ray_cluster import two_node_cluster
+from tournaments.store import Store, load_records
+
+
+def stored(db: Path, folder: Path) -> tuple[list[tuple[str, str]], list[tuple]]:
+    """(every episode as (tournament, record JSON), the stored ratings), sorted, with the
+    league's folder written as FOLDER so two leagues in two folders compare."""
+
+    def plain(text: str) -> str:
+        return text.replace(str(folder), "FOLDER")
+
+    with Store.open(db) as store:
+        names = [r[0] for r in store.db.execute("SELECT name FROM tournaments")]
+        ratings = store.db.execute(
+            "SELECT generation, role, agent, rating, games, episodes FROM league_ratings"
+        ).fetchall()
+    episodes = sorted(
+        (name, plain(json.dumps(r.to_dict(), sort_keys=True)))
+        for name in names
+        for r in load_records(db, tournament=name)
+    )
+    return episodes, sorted(tuple(plain(str(v)) for v in row) for row in ratings)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_league_evaluated_on_the_pool_stores_the_episodes_and_ratings_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A league's hf checkpoints are evaluated unseeded (``seed=none`` in leagues.plan.model_spec,
+    # kept because it names every stored checkpoint): their texts then differ between any two
+    # runs, pooled or not. Seeded here, the pool must reproduce one process exactly.
+    import leagues.league as league_module
+    from leagues.plan import model_spec
+
+    def seeded_spec(config, model, adapter=None):
+        return model_spec(config, model, adapter).replace("seed=none", "seed=7")
+
+    monkeypatch.setattr(league_module, "model_spec", seeded_spec)
+    config = dataclasses.replace(
+        LeagueConfig.from_toml(league_config(tmp_path, "pooled", "seller", "uniform")),
+        generations=1,
+    )
+    local = dataclasses.replace(config, folder=str(tmp_path / "local"))
+    run_league(local, tmp_path / "local.db", log=lambda _m: None, report=False)
+    close_backends()
+    pooled = dataclasses.replace(config, folder=str(tmp_path / "pooled"), executor="ray", workers=2)
+    lines: list[str] = []
+    with two_node_cluster():
+        run_league(pooled, tmp_path / "pooled.db", log=lines.append, report=False)
+    episodes, ratings = stored(tmp_path / "pooled.db", tmp_path / "pooled")
+    assert (episodes, ratings) == stored(tmp_path / "local.db", tmp_path / "local")
+    assert sum("seed=7" in record for _, record in episodes) >= 8  # the model played
+    # Each evaluation round's model group ran on the pool: actors, one model load each.
+    assert any(line.endswith("1 actor(s)") or line.endswith("2 actor(s)") for line in lines)
+
+
+def test_where_a_league_is_evaluated_may_change_when_it_resumes(tmp_path: Path) -> None:
+    config = LeagueConfig.from_toml(league_config(tmp_path))
+    with Store.open(tmp_path / "l.db") as store:
+        register_league(store, config)
+        register_league(store, dataclasses.replace(config, executor="ray", workers=4))
+        assert config.config_hash() == dataclasses.replace(config, executor="ray").config_hash()
+        with pytest.raises(ValueError, match="differs in: seed"):
+            register_league(store, dataclasses.replace(config, seed=5))
+    with pytest.raises(ValueError, match=r"league\.workers must be an integer >= 1"):
+        dataclasses.replace(config, workers=0)

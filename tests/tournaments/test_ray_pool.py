@@ -1,0 +1,149 @@
+"""The ray executor's model-holding actors (tournaments/ray_pool.py): routing and resources as
+pure functions, then a real two-node Ray cluster on this machine: an LLM tournament on the pool
+stores what one process stores, a model loads once per actor, and a worker node killed
+mid-round costs no episode and stores none twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.driver import Match
+from arena.catalog import default_catalog
+from arena.config import get_preset
+from arena.scenarios import make_scenario
+from tests.ray_cluster import actor_nodes, kill_node, two_node_cluster
+from tests.tournaments.test_runner import contents, stored_count
+from tournaments.config import TournamentConfig
+from tournaments.ray_pool import actor_resources, backend_key, group_chunks, model_group
+from tournaments.runner import run_tournament
+from tournaments.store import load_records
+
+SCENARIO = make_scenario(get_preset("in-distribution"), default_catalog(), 0, 0)
+
+
+def test_adapters_and_sampling_share_their_base_models_back_end_key() -> None:
+    base = backend_key("hf:/m/base?device=cpu")
+    assert backend_key("hf:/m/base?device=cpu&temperature=0.2&seed=3&history=2") == base
+    assert backend_key("hf:/m/base?device=cpu&batch_size=8") == base  # the default value
+    assert backend_key("hf:/m/base?device=cpu&batch_size=4") != base
+    assert backend_key("vllm:/m/base") != backend_key("hf:/m/base")
+
+
+def test_a_match_is_routed_by_the_back_ends_of_its_llm_seats() -> None:
+    llm = Match(SCENARIO, "hf:/m/a?temperature=0.5", ("scripted:time", "hf:/m/b", "hf:/m/a"))
+    assert model_group(llm) == ("hf:/m/a", "hf:/m/b")
+    scripted = Match(SCENARIO, "scripted:prober", ("scripted:time",) * 3)
+    assert model_group(scripted) == ()
+    chunks = group_chunks([llm, scripted, llm, llm], 2)
+    assert chunks == {("hf:/m/a", "hf:/m/b"): [[llm, llm], [llm]], (): [[scripted]]}
+
+
+@pytest.mark.parametrize(
+    ("group", "gpus", "resources"),
+    [
+        (("vllm:/m/a",), 8, {"num_cpus": 1, "num_gpus": 1}),
+        (("vllm:/m/a",), 0, {"num_cpus": 1}),  # vLLM's CPU build
+        (("hf:/m/a?device=cuda",), 0, {"num_cpus": 1, "num_gpus": 1}),
+        (("hf:/m/a",), 1, {"num_cpus": 1, "num_gpus": 1}),  # device=auto finds the GPU
+        (("hf:/m/a?device=cpu&threads=4",), 8, {"num_cpus": 4}),
+        (("openai:gpt?base_url=http://127.0.0.1:1/v1",), 8, {"num_cpus": 1}),
+    ],
+)
+def test_resources_are_declared_per_back_end(group, gpus, resources) -> None:
+    assert actor_resources(group, gpus) == resources
+
+
+def llm_tournament(model: Path, episodes: int = 12) -> TournamentConfig:
+    """An hf seller and a pool with an hf buyer seat, beside scripted pairings."""
+    spec = f"hf:{model}?max_tokens=12&batch_size=4"
+    return TournamentConfig.from_dict(
+        {
+            "name": "pooled",
+            "episodes": episodes,
+            "sellers": [spec, "scripted:prober"],
+            "buyers": ["scripted:time", [spec, "scripted:time"]],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tournament played in this process."""
+    from agents.backends import close_backends
+
+    db = tmp_path_factory.mktemp("local") / "local.db"
+    run_tournament(llm_tournament(tiny_model_dir), db, workers=1, progress=False, chunk_size=4)
+    close_backends()
+    return db
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with two_node_cluster() as started:
+        yield started
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_llm_tournament_on_two_nodes_stores_what_one_process_stores(
+    tiny_model_dir, reference, cluster, tmp_path
+) -> None:
+    config = llm_tournament(tiny_model_dir)
+    db = tmp_path / "pooled.db"
+    summary = run_tournament(config, db, workers=2, executor="ray", progress=False, chunk_size=4)
+    assert contents(db) == contents(reference)
+    resumed = run_tournament(config, db, workers=2, executor="ray", progress=False)
+    assert (resumed.played, resumed.skipped) == (0, summary.played)
+
+
+@pytest.mark.slow
+def test_each_actor_loads_its_model_once_however_many_chunks_it_plays(
+    tiny_model_dir, cluster, tmp_path
+) -> None:
+    config = llm_tournament(tiny_model_dir, episodes=8)
+    summary = run_tournament(
+        config, tmp_path / "loads.db", workers=2, executor="ray", progress=False, chunk_size=2
+    )
+    key = backend_key(config.sellers[0])
+    spec = config.sellers[0]
+    with_model = [r for r in load_records(tmp_path / "loads.db") if spec in (r.seller, *r.buyers)]
+    assert len(with_model) >= 16  # eight chunks of two or more, played by two actors
+    assert dict(summary.model_loads) == {key: 2}
+    assert f"{key}: 2 actor(s)" in summary.notes
+
+
+@pytest.mark.slow
+def test_a_worker_node_killed_mid_round_loses_no_episode_and_stores_none_twice(
+    tiny_model_dir, reference, cluster, tmp_path
+) -> None:
+    config = llm_tournament(tiny_model_dir)
+    db = tmp_path / "killed.db"
+    done: dict[str, object] = {}
+
+    def play() -> None:
+        try:
+            done["summary"] = run_tournament(
+                config, db, workers=2, executor="ray", progress=False, chunk_size=2
+            )
+        except BaseException as exc:  # reported by the test below
+            done["error"] = exc
+
+    runner = threading.Thread(target=play)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (db.exists() and stored_count(db) >= 2 and len(actor_nodes("ModelActor")) == 2):
+            assert runner.is_alive() and time.monotonic() < deadline, done
+            time.sleep(0.05)
+        kill_node(cluster, actor_nodes("ModelActor")[0])
+    finally:
+        runner.join(120)
+    assert not runner.is_alive() and "error" not in done, done
+    summary = done["summary"]
+    assert summary.played == stored_count(reference)
+    assert any("worker lost" in note for note in summary.notes), summary.notes
+    assert contents(db) == contents(reference)  # every episode once, as one process plays it
