@@ -17,6 +17,11 @@ through :func:`from_mapping`, so they convert and fail the same way:
   :func:`markdown_table` read the ``metadata["help"]`` of every field, for the command line's
   ``--help`` and the docs.
 * :func:`check_positive_int` is the one check of a count setting (an integer >= 1, never a bool).
+* A config that wraps a library's own config may name one mapping field in a class attribute
+  ``PASS_THROUGH``: the table's keys that are not fields of the config go into that mapping, by
+  the library's names, and the config checks them itself (with the library). In the JSON form
+  (:func:`to_json`, :func:`defaults`) the mapping's keys sit beside the config's own, as in the
+  table, so a stored config reads like the table it came from.
 
 Only the standard library is used, so the bottom layer (the market config) can use it too.
 """
@@ -186,6 +191,14 @@ def convert_fields(
     if not isinstance(data, Mapping):
         raise SettingsError(f"{where}: expected a table of settings, got {data!r}")
     kinds = field_types(cls)
+    extra = pass_through(cls)
+    if extra is not None:
+        del kinds[extra]
+        passed = {key: value for key, value in data.items() if key not in kinds}
+        data = {key: value for key, value in data.items() if key in kinds}
+        if passed:
+            data[extra] = passed
+            kinds[extra] = dict
     unknown = [key for key in data if key not in kinds]
     if unknown:
         names = ", ".join(repr(k) for k in unknown)
@@ -206,10 +219,27 @@ def convert_fields(
     return {key: convert(value, kinds[key], f"{where}.{key}") for key, value in data.items()}
 
 
+def pass_through(cls: type) -> str | None:
+    """The field of ``cls`` that takes the keys that are not its fields (``PASS_THROUGH``), or
+    None: a table whose unknown keys are errors."""
+    name = getattr(cls, "PASS_THROUGH", None)
+    return name if isinstance(name, str) else None
+
+
+def _flattened(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (a config's fields) with the pass-through mapping's keys beside the others."""
+    extra = pass_through(cls)
+    if extra is None:
+        return values
+    passed = values.pop(extra, {})
+    return {**dict(passed), **values}
+
+
 def to_json(value: Any) -> Any:
     """A config (or any value) as plain JSON data: tuples become lists, dataclasses dicts."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        value = _flattened(type(value), fields)
     return json.loads(json.dumps(value, default=to_json, sort_keys=True))
 
 
@@ -224,7 +254,7 @@ def defaults(cls: type) -> dict[str, Any]:
             out[f.name] = to_json(f.default)
         elif f.default_factory is not dataclasses.MISSING:
             out[f.name] = to_json(f.default_factory())
-    return out
+    return _flattened(cls, out)
 
 
 def changes(stored: Mapping[str, Any], wanted: Mapping[str, Any], default: Mapping[str, Any],
@@ -267,6 +297,8 @@ def _rows(cls: type, prefix: str) -> list[str]:
     kinds = field_types(cls)
     for f in dataclasses.fields(cls):
         name = f"{prefix}{f.name}"
+        if f.name == pass_through(cls):
+            continue  # the library's fields: the docs list them with the library's defaults
         if dataclasses.is_dataclass(kinds[f.name]):
             rows += _rows(kinds[f.name], f"{name}.")
             continue

@@ -40,10 +40,10 @@ from agents.testing.tiny_model import build_tiny_model
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
-from leagues.config import TrainConfig
 from leagues.generators import Context, HFGenerator, Sample, cut_at_stop, learner_stop_ids
 from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
 from leagues.streams import ChatFormat
+from leagues.train_config import TrainConfig
 from leagues.trainer import TrainJob, load_chat_tokenizer, train_learner
 
 MIB = 2**20
@@ -150,12 +150,14 @@ def rollout_benchmark(model_dir: Path, args: argparse.Namespace) -> dict[str, An
 
 def step_benchmark(model_dir: Path, args: argparse.Namespace, out: Path) -> dict[str, float]:
     """Mean seconds of a GRPO step (after the first) with the stream KV recomputed and kept."""
-    train = TrainConfig(
-        batch_size=args.episodes,
-        group_size=args.group_size,
-        micro_batch_size=args.group_size,
-        max_new_tokens=args.max_new_tokens,
-        save_steps=10_000,
+    train = TrainConfig.from_dict(
+        {
+            "num_generations": args.group_size,
+            "per_device_train_batch_size": args.group_size,
+            "gradient_accumulation_steps": args.episodes // args.group_size,
+            "max_completion_length": args.max_new_tokens,
+            "save_steps": 10_000,
+        }
     )
     market = get_preset("in-distribution", {"max_buyer_retries": args.retries})
     seconds = {}

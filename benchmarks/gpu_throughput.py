@@ -177,21 +177,23 @@ def training_throughput(folder: Path, out: Path, args: argparse.Namespace, use_v
     from arena.catalog import load_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenario
-    from leagues.config import TrainConfig
     from leagues.rollout import LEARNER, GroupRow
+    from leagues.train_config import TrainConfig
     from leagues.trainer import TrainJob, train_learner
 
     market = get_preset("in-distribution")
-    train = TrainConfig(
-        batch_size=args.batch_size,
-        group_size=args.group_size,
-        micro_batch_size=args.micro_batch_size,
-        max_new_tokens=args.max_new_tokens,
-        device="cuda",
-        use_vllm=use_vllm,
-        vllm_mode="colocate",
-        vllm_gpu_memory_utilization=args.gpu_memory_utilization,
-        save_steps=10_000,
+    train = TrainConfig.from_dict(
+        {
+            "num_generations": args.group_size,
+            "per_device_train_batch_size": args.micro_batch_size,
+            "gradient_accumulation_steps": args.batch_size // args.micro_batch_size,
+            "max_completion_length": args.max_new_tokens,
+            "device": "cuda",
+            "use_vllm": use_vllm,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": args.gpu_memory_utilization,
+            "save_steps": 10_000,
+        }
     )
     catalog = load_catalog()
     rows = tuple(

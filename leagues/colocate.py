@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.backends.vllm_backend import CPU_KV_CACHE_GIB, check_cpu_model
-from leagues.config import TrainConfig
+from leagues.train_config import TrainConfig
 
 GIB = 2**30
 TRL_BATCHED_TOKENS = 4096

@@ -1,4 +1,4 @@
-"""League configuration: three frozen dataclasses read from one TOML file.
+"""League configuration: frozen dataclasses read from one TOML file.
 
     [league]                           # LeagueConfig: populations, market, generations
     name = "tiny-demo"
@@ -15,8 +15,9 @@
     opponents = "pfsp"                 # uniform | latest | pfsp | nash
     eval_episodes = 64
 
-    [league.learner.train]             # TrainConfig: GRPO, LoRA and generation settings
-    batch_size = 16
+    [league.learner.train]             # TrainConfig (leagues.train_config): trl.GRPOConfig
+    num_generations = 4                # fields by TRL's names, and the league's own settings
+    gradient_accumulation_steps = 2    # 8 x 2 = 16 episodes (4 scenarios) per step
 
     [league.market]                    # optional: fields of the preset to override
     total_turns = 6
@@ -31,17 +32,14 @@ clone.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agents import check_spec
-from agents.backends.base import DTYPES
 from agents.prompts import PROMPT_STYLES
 from agents.steering import STEERS
 from arena.catalog import SPLITS
@@ -49,221 +47,18 @@ from arena.config import MarketConfig
 from arena.seats import ROLES
 from arena.settings import about as _help
 from arena.settings import check_positive_int as _positive_int
-from arena.settings import from_mapping
+from arena.settings import from_mapping, to_json
 from leagues.sampling import META_SOLVERS
 from leagues.tiny import TinyConfig
+from leagues.train_config import TrainConfig
 from tournaments.config import market_config, read_toml_table
 from tournaments.runner import EXECUTORS
 
 SIDES = ("seller", "buyer", "both", "self-play")
-LOSS_TYPES = ("cispo", "grpo", "dapo", "dr_grpo", "bnpo")
-DEVICES = ("auto", "cpu", "cuda")
-VLLM_MODES = ("colocate", "server")
-REPORTERS = ("tensorboard", "wandb", "trackio")
-"""Experiment trackers TRL's trainer can log to without a network (``TrainConfig.report_to``)."""
 PLACEMENT = ("executor", "ray_address", "workers")
 """Where a league's evaluation runs: changes no result, so it may change when a league resumes."""
 TINY = "tiny"
 """``model = "tiny"``: build the project's tiny random chat model into the league folder."""
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """GRPO, LoRA and sampling settings of a learner. Defaults follow the paper's Table 5.
-
-    The paper trains with CISPO and clip thresholds (0.8, 6.0) on Tinker, whose CISPO clamps the
-    importance ratio pi_theta / pi_sampler to [0.8, 6.0] and uses it, detached, as the weight of
-    log pi_theta. TRL's CISPO only caps the ratio from above, at ``epsilon_high`` (an absolute
-    ratio, not 1 + epsilon_high): ``epsilon_high = 6.0`` is the paper's upper threshold, and the
-    lower threshold 0.8 has no counterpart in TRL's CISPO. Leaving ``epsilon_high`` unset in TRL
-    would cap the ratio at ``epsilon`` = 0.2 and scale every CISPO gradient by 0.2, hence the
-    explicit default here. Without vLLM the samples come from the model being trained, one
-    optimizer step per batch, so the ratio is exactly 1 and the cap never binds; with vLLM the
-    sampler differs and both thresholds clip pi_theta / pi_sampler (``sampler_ratio_min``,
-    ``epsilon_high``; :func:`leagues.trainer.grpo_config`).
-    """
-
-    loss_type: str = field(default="cispo", metadata=_help("TRL loss: cispo (paper), grpo, ..."))
-    learning_rate: float = field(default=3e-5, metadata=_help("AdamW learning rate (Table 5)."))
-    beta: float = field(default=0.0, metadata=_help("KL coefficient; 0: no KL (Table 5)."))
-    batch_size: int = field(
-        default=64,
-        metadata=_help(
-            "Episodes (GRPO completions) per optimizer step: batch_size / group_size scenarios."
-        ),
-    )
-    group_size: int = field(
-        default=8, metadata=_help("Rollouts of the same scenario in one GRPO group (Table 5).")
-    )
-    micro_batch_size: int = field(
-        default=8, metadata=_help("Episodes per forward/backward pass; must divide batch_size.")
-    )
-    epsilon: float = field(
-        default=0.2, metadata=_help("Lower clip for grpo-style losses (ratio >= 1 - epsilon).")
-    )
-    epsilon_high: float = field(
-        default=6.0,
-        metadata=_help("cispo: absolute cap on the importance ratio (paper: 6.0); grpo: 1 + it."),
-    )
-    scale_rewards: str = field(
-        default="group", metadata=_help("Advantage scaling: group (GRPO), batch or none.")
-    )
-    temperature: float = field(
-        default=1.0, metadata=_help("Sampling temperature of the learner in training (Table 6).")
-    )
-    top_p: float = field(default=1.0, metadata=_help("Nucleus sampling mass in training."))
-    max_new_tokens: int = field(
-        default=256, metadata=_help("Token limit of one learner turn (also in evaluation).")
-    )
-    max_episode_tokens: int = field(
-        default=0,
-        metadata=_help(
-            "Longest token stream of one episode; 0: the model's context. A longer episode ends "
-            "as an error and carries no gradient."
-        ),
-    )
-    lora_r: int = field(default=16, metadata=_help("LoRA rank."))
-    lora_alpha: int = field(default=32, metadata=_help("LoRA scaling alpha."))
-    lora_dropout: float = field(default=0.0, metadata=_help("LoRA dropout."))
-    lora_target_modules: str = field(
-        default="all-linear",
-        metadata=_help("PEFT target modules: all-linear, or comma-separated module names."),
-    )
-    max_grad_norm: float = field(default=1.0, metadata=_help("Gradient clipping norm."))
-    weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
-    lr_scheduler: str = field(
-        default="constant", metadata=_help("Learning-rate schedule within a generation.")
-    )
-    save_steps: int = field(
-        default=1, metadata=_help("Trainer checkpoint every N steps (what a resume restarts from).")
-    )
-    gradient_checkpointing: bool = field(
-        default=False, metadata=_help("Trade compute for memory (large models).")
-    )
-    device: str = field(default="auto", metadata=_help("cpu, cuda, or auto (cuda if present)."))
-    dtype: str = field(
-        default="auto", metadata=_help("auto (float32 on cpu, bfloat16 on cuda) or a dtype name.")
-    )
-    use_vllm: bool = field(
-        default=False, metadata=_help("Sample with TRL's vLLM integration (GPU; CPU: colocate).")
-    )
-    vllm_mode: str = field(default="colocate", metadata=_help("vLLM mode: colocate or server."))
-    vllm_gpu_memory_utilization: float = field(
-        default=0.3, metadata=_help("colocate: share of GPU memory vLLM may take (CPU: 1 GiB).")
-    )
-    vllm_server_base_url: str = field(
-        default="", metadata=_help("server: URL of `trl vllm-serve`, e.g. http://127.0.0.1:8000.")
-    )
-    vllm_max_model_length: int = field(
-        default=0,
-        metadata=_help(
-            "colocate: vLLM's context (0: the model's); set it near max_episode_tokens so the KV "
-            "cache fits in vllm_gpu_memory_utilization."
-        ),
-    )
-    report_to: tuple[str, ...] = field(
-        default=(),
-        metadata=_help(
-            "Also log every step's metrics to: tensorboard, wandb (offline), trackio (local); "
-            "files under <league folder>/logs/, nothing sent over the network."
-        ),
-    )
-    vllm_dtype: str = field(
-        default="auto",
-        metadata=_help(
-            "colocate: the sampler's dtype; auto: the trainer's (float32 on CPU). A lower one "
-            "than the trainer's (bfloat16) makes a larger sampler/trainer mismatch."
-        ),
-    )
-    sampler_ratio_min: float = field(
-        default=0.8,
-        metadata=_help(
-            "cispo with use_vllm: lower clip of the per-token ratio p_trainer / p_sampler (paper: "
-            "0.8); the upper clip is epsilon_high (TRL's vLLM importance-sampling correction)."
-        ),
-    )
-    rollout_kv_cache_mib: int = field(
-        default=1024,
-        metadata=_help(
-            "hf sampler: MiB of learner streams' KV kept between turns within a rollout, so a "
-            "turn prefills only its new tokens (exact); 0: every turn prefills its whole stream."
-        ),
-    )
-
-    decode_batch_size: int = field(
-        default=0,
-        metadata=_help(
-            "hf sampler: learner turns decoded together in one batch; 0: every turn of the "
-            "rollout round at once (fewest decoding steps; a small model's decode step costs "
-            "about the same for 8 rows or 32)."
-        ),
-    )
-
-    def __post_init__(self) -> None:
-        where = "league.learner.train"
-        if self.loss_type not in LOSS_TYPES:
-            raise ValueError(f"{where}.loss_type must be one of {', '.join(LOSS_TYPES)}")
-        for name in ("batch_size", "group_size", "micro_batch_size", "max_new_tokens"):
-            _positive_int(where, name, getattr(self, name))
-        for name in ("lora_r", "lora_alpha", "save_steps"):
-            _positive_int(where, name, getattr(self, name))
-        if self.group_size < 2:
-            raise ValueError(f"{where}.group_size must be >= 2: GRPO compares rollouts in a group")
-        if self.batch_size % self.group_size:
-            raise ValueError(
-                f"{where}.batch_size={self.batch_size} must be a multiple of group_size="
-                f"{self.group_size} (whole groups per step)"
-            )
-        if self.batch_size % self.micro_batch_size:
-            raise ValueError(
-                f"{where}.micro_batch_size={self.micro_batch_size} must divide batch_size="
-                f"{self.batch_size}"
-            )
-        for name in ("max_episode_tokens", "vllm_max_model_length", "rollout_kv_cache_mib",
-                     "decode_batch_size"):  # fmt: skip
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{where}.{name} must be an integer >= 0 (0: the model's context)")
-        for name in ("learning_rate", "temperature", "epsilon", "epsilon_high", "max_grad_norm"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{where}.{name} must be a positive number, got {value!r}")
-        for name in ("beta", "weight_decay", "lora_dropout"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"{where}.{name} must be a number >= 0, got {value!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"{where}.top_p must lie in (0, 1], got {self.top_p}")
-        if self.scale_rewards not in ("group", "batch", "none"):
-            raise ValueError(f"{where}.scale_rewards must be group, batch or none")
-        if self.device not in DEVICES:
-            raise ValueError(f"{where}.device must be one of {', '.join(DEVICES)}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"{where}.dtype must be one of {', '.join(DTYPES)}")
-        if self.vllm_mode not in VLLM_MODES:
-            raise ValueError(f"{where}.vllm_mode must be colocate or server")
-        for name in self.report_to:
-            if name not in REPORTERS:
-                raise ValueError(
-                    f"{where}.report_to: unknown logger {name!r}; use any of "
-                    f'{", ".join(REPORTERS)}, e.g. report_to = ["tensorboard"]'
-                )
-        if len(set(self.report_to)) != len(self.report_to):
-            raise ValueError(f"{where}.report_to names a logger twice: {list(self.report_to)}")
-        if self.use_vllm and self.vllm_mode == "server" and self.device == "cpu":
-            raise ValueError(
-                f"{where}: vllm_mode = 'server' syncs weights over NCCL, which needs a GPU; on CPU "
-                "use vllm_mode = 'colocate'"
-            )
-        if self.vllm_dtype not in DTYPES:
-            raise ValueError(f"{where}.vllm_dtype must be one of {', '.join(DTYPES)}")
-        if not 0 < self.sampler_ratio_min < 1:
-            raise ValueError(f"{where}.sampler_ratio_min must lie in (0, 1) (paper: 0.8)")
-
-    @property
-    def scenarios_per_step(self) -> int:
-        """GRPO groups per optimizer step."""
-        return self.batch_size // self.group_size
 
 
 WARM_START_TALK = ("scripted", "short")
@@ -381,7 +176,8 @@ class LearnerConfig:
         if self.side == "self-play" and self.train.scenarios_per_step % 2:
             raise ValueError(
                 f"{where}.side = 'self-play' trains the seller and buyer seats of each scenario "
-                "together: train.batch_size / train.group_size must be even"
+                "together: the scenarios per step (train.per_device_train_batch_size x "
+                "train.gradient_accumulation_steps / train.num_generations) must be even"
             )
         _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
         for k, spec in enumerate(self.warm_start_specs):
@@ -563,10 +359,9 @@ class LeagueConfig:
         return self.seed + 1_000_003 if self.eval_seed == -1 else self.eval_seed
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, as stored with the league."""
-        data = dataclasses.asdict(self)
-        data["market"] = dict(self.market)
-        return data
+        """JSON-ready, as stored with the league (``[league.learner.train]``'s GRPOConfig fields
+        beside the league's own, as in the table: :func:`arena.settings.to_json`)."""
+        return to_json(self)
 
     def config_hash(self) -> str:
         """A short hash of everything that shapes the checkpoints (stored as lineage); the

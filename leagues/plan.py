@@ -85,7 +85,7 @@ def model_spec(config: LeagueConfig, model: Path, adapter: Path | None = None) -
     are read back from the stored plans and keep working.
     """
     learner = config.learner
-    tokens = learner.train.max_new_tokens
+    tokens = learner.train.max_completion_length
     lora = "" if adapter is None else f"lora={adapter}&"
     style = "".join(f"&{k}={v}" for k, v in learner_params(learner).items())
     if learner.train.use_vllm:

@@ -20,6 +20,7 @@ from arena.records import EpisodeRecord
 from leagues.config import LeagueConfig, without_loggers
 from leagues.plan import GenerationPlan
 from leagues.rollout import ZERO_ADVANTAGE
+from leagues.train_config import migrate_settings
 from tournaments.store import Store
 
 STAGES = ("sampled", "trained", "registered", "evaluated", "rated")
@@ -69,7 +70,9 @@ def league_hash(store: Store, league: str) -> str:
 def register_league(store: Store, config: LeagueConfig) -> None:
     """Record the league; a stored league of the same name with other settings is refused. A
     setting added to the code since the league was stored counts as unchanged while it keeps
-    its default (:func:`arena.settings.changes`), so upgrading does not orphan a league."""
+    its default (:func:`arena.settings.changes`), so upgrading does not orphan a league; a league
+    stored with the training settings' old names is compared in the new ones
+    (:func:`leagues.train_config.migrate_settings`), its stored row (and so its hash) untouched."""
     wanted = stored_settings(config)
     with store.transaction():
         row = store.db.execute(
@@ -81,7 +84,8 @@ def register_league(store: Store, config: LeagueConfig) -> None:
                 [config.name, json.dumps(wanted, sort_keys=True), _now()],
             )
             return
-    changed = settings.changes(json.loads(row[0]), wanted, settings.defaults(LeagueConfig))
+    stored = migrate_settings(json.loads(row[0]))
+    changed = settings.changes(stored, wanted, settings.defaults(LeagueConfig))
     if changed:
         raise ValueError(
             f"league {config.name!r} is already stored in {store.path} with other settings "

@@ -1,10 +1,12 @@
 """GRPO training of one learner: TRL's GRPOTrainer driven by the multi-turn ``rollout_func``.
 
-One optimizer step = one rollout batch of ``batch_size`` episodes: ``batch_size / group_size``
-scenarios, each played ``group_size`` times (a GRPO group; see :mod:`leagues.rollout`). The loss
-defaults to CISPO with the paper's settings (:class:`leagues.config.TrainConfig` explains the
-mapping of its clip pair onto TRL). The learner is a LoRA adapter (PEFT) on a local base model;
-a generation continues its parent's adapter.
+One optimizer step = one rollout batch of ``episodes_per_step`` episodes
+(``per_device_train_batch_size * gradient_accumulation_steps``): ``episodes_per_step /
+num_generations`` scenarios, each played ``num_generations`` times (a GRPO group; see
+:mod:`leagues.rollout`). The loss defaults to CISPO with the paper's settings
+(:class:`leagues.train_config.TrainConfig` explains the mapping of its clip pair onto TRL). The
+learner is a LoRA adapter (PEFT) on a local base model; a generation continues its parent's
+adapter.
 
 Generation (:mod:`leagues.generators`): without vLLM by the project's decoding loop on the model
 being trained, inside TRL's ``unwrap_model_for_generation`` with the model in eval mode, each
@@ -12,8 +14,8 @@ learner stream's KV kept between its turns; with ``use_vllm`` through TRL's vLLM
 (colocate: an engine in the training process, on a GPU or a CPU, :mod:`leagues.colocate`; server:
 a ``trl vllm-serve`` process on another GPU), whose weights TRL syncs with the adapter being
 trained before every step. With vLLM the sampler's logprobs differ from the trainer's; for CISPO
-the per-token ratio p_trainer / p_sampler is clipped to the paper's pair
-[``sampler_ratio_min``, ``epsilon_high``] (see :func:`grpo_config`).
+the per-token ratio p_trainer / p_sampler is clipped to the paper's pair [0.8, 6.0]
+(``vllm_importance_sampling_clip_min`` and ``_max``; see :func:`grpo_config`).
 
 Resumable: the trainer checkpoints every ``save_steps`` steps into ``output_dir``; a new call
 with the same job resumes from the newest complete checkpoint (adapter, optimizer, scheduler, RNG
@@ -48,10 +50,10 @@ from leagues.colocate import (
     release_engine,
     sync_by_reload,
 )
-from leagues.config import TrainConfig
 from leagues.generators import HFGenerator, VLLMGenerator, eval_mode
 from leagues.rollout import GroupRow, Policy, learner_reward, rollout_batch
 from leagues.streams import ChatFormat
+from leagues.train_config import TrainConfig, league_grpo_config
 
 MIB = 2**20
 
@@ -130,67 +132,32 @@ def resolve_device(train: TrainConfig) -> tuple[str, str]:
 
 
 def grpo_config(job: TrainJob, device: str, dtype: str) -> Any:
-    """TRL's GRPOConfig for the job (see the module docstring for the batch layout).
+    """TRL's GRPOConfig for the job: the table's GRPOConfig fields (``train.grpo``, by TRL's
+    names) and the ones the league sets (:data:`leagues.train_config.LEAGUE_SETS`).
 
     With vLLM and CISPO, TRL's importance-sampling correction multiplies each token's loss by
-    ``clamp(p_old / p_sampler, sampler_ratio_min, epsilon_high)`` (``token_truncate``), where
-    ``p_old`` is the trainer's recomputed probability; TRL's CISPO weight
-    ``min(p_theta / p_old, epsilon_high)`` is 1 at the one optimizer step per batch. Together:
-    the paper's (Tinker's) CISPO, ``-sg(clamp(p_theta / p_sampler, 0.8, 6.0)) * A * log p_theta``.
+    ``clamp(p_old / p_sampler, vllm_importance_sampling_clip_min, ..._clip_max)`` (the project's
+    ``token_truncate`` over [0.8, 6.0]), where ``p_old`` is the trainer's recomputed probability;
+    TRL's CISPO weight ``min(p_theta / p_old, epsilon_high)`` is 1 at the one optimizer step per
+    batch. Together: the paper's (Tinker's) CISPO,
+    ``-sg(clamp(p_theta / p_sampler, 0.8, 6.0)) * A * log p_theta``.
     """
-    from trl import GRPOConfig
-
-    train = job.train
-    kwargs: dict[str, Any] = {}
-    if train.use_vllm:
-        kwargs.update(
-            use_vllm=True,
-            vllm_mode=train.vllm_mode,
-            vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
-        )
-        if train.loss_type == "cispo":
-            kwargs.update(
-                vllm_importance_sampling_mode="token_truncate",
-                vllm_importance_sampling_clip_min=train.sampler_ratio_min,
-                vllm_importance_sampling_clip_max=train.epsilon_high,
-            )
-        if train.vllm_server_base_url:
-            kwargs["vllm_server_base_url"] = train.vllm_server_base_url
-        if train.vllm_max_model_length:
-            kwargs["vllm_max_model_length"] = train.vllm_max_model_length
-    return GRPOConfig(
+    return league_grpo_config(
+        job.train,
         output_dir=str(job.output_dir),
         max_steps=job.steps,
-        learning_rate=train.learning_rate,
-        lr_scheduler_type=train.lr_scheduler,
-        weight_decay=train.weight_decay,
-        max_grad_norm=train.max_grad_norm,
-        beta=train.beta,
-        loss_type=train.loss_type,
-        epsilon=train.epsilon,
-        epsilon_high=train.epsilon_high,
-        scale_rewards=train.scale_rewards,
-        num_generations=train.group_size,
-        per_device_train_batch_size=train.micro_batch_size,
-        gradient_accumulation_steps=train.batch_size // train.micro_batch_size,
-        max_completion_length=train.max_new_tokens,
-        temperature=train.temperature,
-        top_p=train.top_p,
+        seed=job.seed,
         shuffle_dataset=False,
-        gradient_checkpointing=train.gradient_checkpointing,
         logging_steps=1,
         save_strategy="steps",
-        save_steps=train.save_steps,
         save_total_limit=2,
-        report_to=list(train.report_to) or "none",
+        report_to=list(job.train.report_to) or "none",
         run_name=job.run_name,
         project=job.run_name.partition("/")[0],
         disable_tqdm=True,
-        seed=job.seed,
         use_cpu=device == "cpu",
         bf16=dtype == "bfloat16",
         fp16=dtype == "float16",
-        **kwargs,
     )
 
 
@@ -255,18 +222,7 @@ def load_policy_model(job: TrainJob, device: str, dtype: str) -> tuple[Any, Any]
     )
     if job.parent_adapter is not None:
         return PeftModel.from_pretrained(base, str(job.parent_adapter), is_trainable=True), None
-    train = job.train
-    targets = train.lora_target_modules
-    config = LoraConfig(
-        r=train.lora_r,
-        lora_alpha=train.lora_alpha,
-        lora_dropout=train.lora_dropout,
-        target_modules=targets
-        if targets == "all-linear"
-        else [t.strip() for t in targets.split(",")],
-        task_type="CAUSAL_LM",
-    )
-    return base, config
+    return base, LoraConfig(**job.train.lora.peft_kwargs(), task_type="CAUSAL_LM")
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -291,7 +247,7 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
         limit = train.max_episode_tokens or model_context(trainer.model)
         if train.use_vllm:
             generate = VLLMGenerator(trainer, tokenizer)
-            policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
+            policy = Policy(job.learner_name, chat, generate, train.max_completion_length, limit)
             return rollout_batch(rows, job.market, policy, seed)
         generation = unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator)
         with generation as model, eval_mode(model):
@@ -300,11 +256,11 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
                 tokenizer,
                 train.temperature,
                 train.top_p,
-                train.max_new_tokens,
+                train.max_completion_length,
                 train.decode_batch_size or max(1, len(rows)),
                 kv_cache_bytes=train.rollout_kv_cache_mib * MIB,
             )
-            policy = Policy(job.learner_name, chat, generate, train.max_new_tokens, limit)
+            policy = Policy(job.learner_name, chat, generate, train.max_completion_length, limit)
             return rollout_batch(rows, job.market, policy, seed)
 
     return rollout_func

@@ -4,6 +4,7 @@ what the code has, and the README shows every command."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from pathlib import Path
 
@@ -36,6 +37,16 @@ def test_a_settings_table_in_the_docs_is_the_config_classes_help(page: str, conf
         f"docs/{page} lacks the current {config.__name__} table; paste "
         f"arena.settings.markdown_table({config.__name__}) in"
     )
+
+
+def test_the_training_page_lists_the_grpo_defaults_the_fields_the_league_sets_and_the_renames():
+    from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, RENAMED
+
+    text = (DOCS / "training.md").read_text()
+    for key, value in GRPO_DEFAULTS.items():
+        assert f"| `learner.train.{key}` | `{json.dumps(value)}` |" in text, key
+    assert all(f"| `{key}` | {reason} |" in text for key, reason in LEAGUE_SETS.items())
+    assert all(f"| `{old}` | `{new}` |" in text for old, new in RENAMED.items())
 
 
 def test_the_presets_page_lists_every_preset() -> None:

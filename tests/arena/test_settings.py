@@ -125,3 +125,27 @@ def test_help_texts_reach_the_docs_tables() -> None:
     assert "How many \\| pipes escaped." in table
     every = [f.name for f in dataclasses.fields(MarketConfig)]
     assert all(f"`{name}`" in markdown_table(MarketConfig) for name in every)
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """A config wrapping a library's: its own fields, the rest passed through."""
+
+    PASS_THROUGH = "library"
+
+    own: int = 1
+    inner: Inner = field(default_factory=Inner)
+    library: Mapping[str, Any] = field(default_factory=lambda: {"alpha": 1})
+
+
+def test_a_pass_through_table_keeps_the_keys_that_are_not_fields_and_stores_them_flat() -> None:
+    config = from_mapping(Wrapper, {"own": 2, "alpha": 3, "beta": "x", "inner": {"on": True}}, "w")
+    assert (config.own, config.inner.on, config.library) == (2, True, {"alpha": 3, "beta": "x"})
+    stored = to_json(config)
+    assert stored == {"own": 2, "alpha": 3, "beta": "x", "inner": {"rate": 0.5, "on": True}}
+    assert from_mapping(Wrapper, stored, "w") == config  # the stored form reads back
+    assert defaults(Wrapper) == {"own": 1, "alpha": 1, "inner": {"rate": 0.5, "on": False}}
+    assert changes(stored, {**stored, "beta": "y"}, defaults(Wrapper)) == ["beta"]
+    assert "library" not in markdown_table(Wrapper)
+    with pytest.raises(SettingsError, match=r"w\.inner: unknown key 'speed'"):
+        from_mapping(Wrapper, {"inner": {"speed": 1}}, "w")  # nested tables stay closed

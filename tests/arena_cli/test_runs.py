@@ -88,7 +88,7 @@ def test_league_run_ray_address_evaluates_on_that_cluster(tmp_path, monkeypatch)
     import arena_cli.runs as runs
 
     seen = []
-    monkeypatch.setattr(runs, "run_league", lambda config, db: seen.append(config))
+    monkeypatch.setattr(runs, "run_seeds", lambda config, db, seeds: seen.append(config) or [])
     arena("league", "run", str(LEAGUE), "--db", str(tmp_path / "l.db"), "--ray-address", "h:6379")
     arena("league", "run", str(LEAGUE), "--db", str(tmp_path / "l.db"))
     assert [(c.executor, c.ray_address) for c in seen] == [("ray", "h:6379"), ("local", "")]
@@ -115,3 +115,16 @@ def test_a_second_run_on_a_database_in_use_stops_at_once_naming_the_first(
     result = arena("tournament", "run", str(other), "--db", str(db))
     assert result.exit_code == 0, result.output
     assert stored_episodes(db) == before + 12
+
+
+def test_league_run_seeds_runs_the_recipe_once_per_seed(tmp_path, monkeypatch) -> None:
+    import arena_cli.runs as runs
+
+    seen = []
+    monkeypatch.setattr(runs, "run_seeds", lambda config, db, seeds: seen.append(seeds) or [])
+    arena("league", "run", str(LEAGUE), "--db", str(tmp_path / "l.db"), "--seeds", "0,1,2")
+    arena("league", "run", str(LEAGUE), "--db", str(tmp_path / "l.db"))
+    assert seen == [[0, 1, 2], None]  # None: the config's own seeds, else its seed
+    message = one_error("league", "run", str(LEAGUE), "--db", str(tmp_path / "l.db"),
+                        "--seeds", "0,x")  # fmt: skip
+    assert "--seeds" in message and "0,x" in message

@@ -9,9 +9,10 @@ from typing import Any
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
-from leagues.config import LeagueConfig, TrainConfig
+from leagues.config import LeagueConfig
 from leagues.plan import eval_tournament
 from leagues.rollout import LEARNER, GroupRow
+from leagues.train_config import TrainConfig
 from leagues.trainer import TrainJob
 from tournaments.runner import run_tournament
 from tournaments.store import Store
@@ -36,11 +37,11 @@ opponents = "{opponents}"
 eval_episodes = 4
 
 [league.learner.train]
-batch_size = 4
-group_size = 2
-micro_batch_size = 4
+num_generations = 2
+per_device_train_batch_size = 4
+gradient_accumulation_steps = 1
 learning_rate = 1e-3
-max_new_tokens = 16
+max_completion_length = 16
 """
 
 
@@ -77,7 +78,7 @@ def buyer_job(
 
 def scored_batch(trainer: Any, job: TrainJob) -> dict[str, Any]:
     """TRL's training batch of the job's first step: rollouts, rewards, advantages."""
-    group = job.train.group_size
+    group = job.train.num_generations
     rows = job.rows[: job.train.scenarios_per_step]
     return trainer._generate_and_score_completions(
         [{"prompt": row.key} for row in rows for _ in range(group)]

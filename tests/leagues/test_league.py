@@ -236,11 +236,11 @@ train_market = {{ price_jitter = 0.5 }}
 copy_pretrain_steps = 4
 
 [league.learner.train]
-batch_size = 4
-group_size = 2
-micro_batch_size = 2
+num_generations = 2
+per_device_train_batch_size = 2
+gradient_accumulation_steps = 2
 learning_rate = 1e-3
-max_new_tokens = 16
+max_completion_length = 16
 temperature = 1.0
 """
 

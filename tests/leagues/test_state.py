@@ -4,6 +4,7 @@ database (league tables made outside the migrations) that upgrades cleanly."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,11 +19,13 @@ from leagues.state import (
     finished,
     generation_state,
     generations,
+    league_hash,
     record_step,
     register_league,
     stored_settings,
     training_steps,
 )
+from leagues.train_config import GRPO_DEFAULTS, RENAMED, TrainConfig, migrate_settings
 from tests.leagues.leagues import league_config, scripted_store
 from tournaments.config import read_toml_table
 from tournaments.schema import MIGRATIONS, SCHEMA_VERSION
@@ -53,7 +56,7 @@ def test_a_stored_league_with_other_settings_is_refused_but_may_grow(tmp_path):
 def test_a_setting_added_since_the_league_was_stored_keeps_it_resumable(tmp_path):
     store, config = scripted_store(tmp_path)
     stored = stored_settings(config)
-    del stored["learner"]["train"]["lora_dropout"]  # as if the field were new in the code
+    del stored["learner"]["train"]["lora"]["lora_dropout"]  # as if the field were new in the code
     del stored["eval_seed"]
     store.db.execute(
         "INSERT INTO league_runs VALUES (?, ?, 'then')", [config.name, json.dumps(stored)]
@@ -61,11 +64,71 @@ def test_a_setting_added_since_the_league_was_stored_keeps_it_resumable(tmp_path
     store.db.conn.commit()
     register_league(store, config)  # defaults: unchanged
     raw = _raw(tmp_path)
-    moved = {**raw, "learner": {**raw["learner"], "train": {**raw["learner"]["train"],
-                                                             "lora_dropout": 0.1}}}  # fmt: skip
-    with pytest.raises(ValueError, match=r"differs in: learner.train.lora_dropout"):
+    train = {**raw["learner"]["train"], "lora": {"lora_dropout": 0.1}}
+    moved = {**raw, "learner": {**raw["learner"], "train": train}}
+    with pytest.raises(ValueError, match=r"differs in: learner.train.lora.lora_dropout"):
         register_league(store, LeagueConfig.from_dict(moved, base=tmp_path))
     store.close()
+
+
+OLD_TRAIN = {  # learner.train as stored before TRL's names: every field of then, report_to aside
+    "loss_type": "cispo", "learning_rate": 0.001, "beta": 0.0, "batch_size": 4, "group_size": 2,
+    "micro_batch_size": 4, "epsilon": 0.2, "epsilon_high": 6.0, "scale_rewards": "group",
+    "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "max_episode_tokens": 0,
+    "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "lora_target_modules": "all-linear",
+    "max_grad_norm": 1.0, "weight_decay": 0.0, "lr_scheduler": "constant", "save_steps": 1,
+    "gradient_checkpointing": False, "device": "auto", "dtype": "auto", "use_vllm": False,
+    "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3, "vllm_server_base_url": "",
+    "vllm_max_model_length": 0, "vllm_dtype": "auto", "sampler_ratio_min": 0.8,
+    "rollout_kv_cache_mib": 1024, "decode_batch_size": 0,
+}  # fmt: skip
+
+
+def _store_old_shape(store: Store, config: LeagueConfig, train: dict) -> str:
+    """The league's row as an older version stored it, ``learner.train`` in the old names."""
+    stored = stored_settings(config)
+    stored["learner"]["train"] = train
+    text = json.dumps(stored, sort_keys=True)
+    store.db.execute("INSERT INTO league_runs VALUES (?, ?, 'then')", [config.name, text])
+    store.db.conn.commit()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_a_league_stored_with_the_old_training_names_resumes_and_keeps_its_hash(tmp_path):
+    store, config = scripted_store(tmp_path)  # the same settings, in TRL's names
+    expected = _store_old_shape(store, config, OLD_TRAIN)
+    register_league(store, config)  # old -> new before comparing: no difference
+    assert league_hash(store, config.name) == expected  # the row as first stored
+    other = _raw(tmp_path)
+    other["learner"]["train"]["max_completion_length"] = 32
+    with pytest.raises(ValueError, match=r"differs in: learner\.train\.max_completion_length"):
+        register_league(store, LeagueConfig.from_dict(other, base=tmp_path))
+    store.close()
+
+
+def test_the_old_training_names_map_onto_trls():
+    old = {"learner": {"side": "seller", "train": {**OLD_TRAIN, "batch_size": 16, "use_vllm": True,
+                                                   "lora_target_modules": "q_proj, v_proj",
+                                                   "vllm_max_model_length": 4096}}}  # fmt: skip
+    new = migrate_settings(old)
+    train = new["learner"]["train"]
+    assert new["learner"]["side"] == "seller"
+    assert (train["num_generations"], train["per_device_train_batch_size"]) == (2, 4)
+    assert train["gradient_accumulation_steps"] == 4  # 16 episodes in passes of 4
+    assert (train["max_completion_length"], train["lr_scheduler_type"]) == (16, "constant")
+    assert train["lora"] == {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0,
+                             "target_modules": ["q_proj", "v_proj"]}  # fmt: skip
+    assert (train["vllm_importance_sampling_mode"], train["vllm_importance_sampling_clip_min"],
+            train["vllm_importance_sampling_clip_max"]) == ("token_truncate", 0.8, 6.0)  # fmt: skip
+    assert train["vllm_max_model_length"] == 4096 and "vllm_server_base_url" not in train
+    assert not set(train) & set(RENAMED)
+    grpo = {k: v for k, v in train.items() if k not in ("lora", "device", "dtype", "vllm_dtype",
+            "max_episode_tokens", "rollout_kv_cache_mib", "decode_batch_size")}  # fmt: skip
+    assert TrainConfig.from_dict(train).grpo == {**GRPO_DEFAULTS, **grpo}  # TRL accepts them
+    grpo_loss = migrate_settings({"learner": {"train": {**OLD_TRAIN, "use_vllm": True,
+                                                        "loss_type": "grpo"}}})  # fmt: skip
+    assert grpo_loss["learner"]["train"]["vllm_importance_sampling_mode"] == "sequence_mask"
+    assert migrate_settings(new) == new  # the new names come back as they are
 
 
 def test_stages_finish_in_order_with_their_plans(tmp_path):

@@ -13,8 +13,8 @@ import pytest
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
-from leagues.config import TrainConfig
 from leagues.rollout import LEARNER, GroupRow
+from leagues.train_config import TrainConfig
 from leagues.trainer import (
     REPORTER_PACKAGES,
     TrainJob,
@@ -28,17 +28,22 @@ from leagues.trainer import (
 )
 
 CATALOG = load_catalog()
+SMALL = {"num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 16,
+         "gradient_accumulation_steps": 1}  # fmt: skip
+"""Two scenarios of two rollouts per step, one pass."""
 
 
 def seller_job(model: Path, out: Path, steps: int = 2) -> TrainJob:
     market = get_preset("in-distribution")
-    train = TrainConfig(
-        batch_size=8,
-        group_size=4,
-        micro_batch_size=4,
-        max_new_tokens=48,
-        learning_rate=5e-3,
-        max_episode_tokens=6000,
+    train = TrainConfig.from_dict(
+        {
+            "num_generations": 4,  # 4 x 2 = 8 episodes (2 scenarios) per step
+            "per_device_train_batch_size": 4,
+            "gradient_accumulation_steps": 2,
+            "max_completion_length": 48,
+            "learning_rate": 5e-3,
+            "max_episode_tokens": 6000,
+        }
     )
     rows = tuple(
         GroupRow(
@@ -63,6 +68,25 @@ def test_the_grpo_settings_follow_the_train_config(tiny_model_dir, tmp_path):
     assert args.max_completion_length == 48
     assert args.use_cpu and not args.bf16
     assert args.shuffle_dataset is False and args.save_steps == 1
+    assert (args.output_dir, args.max_steps, args.seed) == (str(job.output_dir), 2, 5)
+
+
+def test_the_grpo_config_carries_the_tables_fields_by_trls_names(tiny_model_dir, tmp_path):
+    job = seller_job(tiny_model_dir, tmp_path)
+    table = {"num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 20,
+             "gradient_accumulation_steps": 2, "lr_scheduler_type": "cosine", "top_k": 7,
+             "warmup_steps": 3,
+             "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]}}  # fmt: skip
+    train = TrainConfig.from_dict(table)
+    rows = job.rows[: 2 * train.scenarios_per_step]
+    args = grpo_config(dataclasses.replace(job, train=train, rows=rows), "cpu", "float32")
+    assert (args.num_generations, args.max_completion_length, args.top_k) == (2, 20, 7)
+    assert (args.lr_scheduler_type.value, args.warmup_steps) == ("cosine", 3)
+    assert args.generation_batch_size == train.episodes_per_step == 4
+    assert args.learning_rate == 3e-5 and args.loss_type == "cispo"  # the project's defaults
+    assert train.lora.peft_kwargs() == {"r": 4, "lora_alpha": 32, "lora_dropout": 0.0,
+                                        "target_modules": ["q_proj", "v_proj"]}  # fmt: skip
+    assert TrainConfig().lora.peft_kwargs()["target_modules"] == "all-linear"
 
 
 def test_a_job_on_a_folder_without_a_chat_template_fails_before_training(tiny_model_dir, tmp_path):
@@ -96,13 +120,15 @@ def test_grpo_steps_as_a_seller_against_scripted_buyers_change_the_adapter(warm_
 @pytest.mark.slow
 def test_grpo_steps_as_a_buyer_in_the_bilateral_market_change_the_adapter(warm_models, tmp_path):
     market = get_preset("bilateral", {"total_turns": 2})  # the episodes the fixture was fitted on
-    train = TrainConfig(
-        batch_size=8,
-        group_size=4,
-        micro_batch_size=4,
-        max_new_tokens=48,
-        learning_rate=5e-3,
-        max_episode_tokens=6000,
+    train = TrainConfig.from_dict(
+        {
+            "num_generations": 4,  # 4 x 2 = 8 episodes (2 scenarios) per step
+            "per_device_train_batch_size": 4,
+            "gradient_accumulation_steps": 2,
+            "max_completion_length": 48,
+            "learning_rate": 5e-3,
+            "max_episode_tokens": 6000,
+        }
     )
     rows = tuple(
         GroupRow(
@@ -124,7 +150,7 @@ def test_a_self_play_step_trains_the_seller_and_buyer_streams_of_shared_episodes
     tiny_model_dir, tmp_path
 ):
     market = get_preset("bilateral")
-    train = TrainConfig(batch_size=4, group_size=2, micro_batch_size=4, max_new_tokens=16)
+    train = TrainConfig.from_dict(SMALL)
     scenario = make_scenario(market, CATALOG, 23, 0)
     rows = (
         GroupRow("s0/seller", scenario, LEARNER, (LEARNER,), "seller"),
@@ -176,8 +202,7 @@ def test_a_step_logged_to_tensorboard_writes_the_step_metrics_there(tiny_model_d
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     market = get_preset("bilateral")
-    train = TrainConfig(batch_size=4, group_size=2, micro_batch_size=4, max_new_tokens=16,
-                        report_to=("tensorboard",))  # fmt: skip
+    train = TrainConfig.from_dict({**SMALL, "report_to": ("tensorboard",)})
     rows = tuple(
         GroupRow(f"s{i}", make_scenario(market, CATALOG, 24, i), LEARNER, ("scripted:time",),
                  "seller")

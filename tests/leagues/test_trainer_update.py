@@ -7,17 +7,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from leagues.config import TrainConfig
+from leagues.train_config import TrainConfig
 from leagues.trainer import adapter_weights, build_trainer, train_learner
 from tests.leagues.leagues import buyer_job, recomputed_logprobs, scored_batch
 
-TRAIN = TrainConfig(
-    batch_size=4,
-    group_size=2,
-    micro_batch_size=4,
-    max_new_tokens=12,
-    learning_rate=5e-3,
-    max_episode_tokens=2048,
+TRAIN = TrainConfig.from_dict(
+    {
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": 12,
+        "learning_rate": 5e-3,
+        "max_episode_tokens": 2048,
+    }
 )
 
 
