@@ -56,11 +56,11 @@ class Match:
     def players(self) -> tuple[Player, ...]:
         return (self.seller, *self.buyers)
 
-    def key(self, preset: str) -> EpisodeKey:
-        """The episode's identity; every player must be a spec string."""
+    def key(self, market: MarketConfig) -> EpisodeKey:
+        """The episode's identity in ``market``; every player must be a spec string."""
         if not all(isinstance(p, str) for p in self.players):
             raise TypeError("only a match of agent specs has an episode key")
-        return EpisodeKey.of(preset, self.seller, self.buyers, self.scenario)  # type: ignore[arg-type]
+        return EpisodeKey.of(market, self.seller, self.buyers, self.scenario)  # type: ignore[arg-type]
 
 
 @lru_cache(maxsize=64)
@@ -165,7 +165,12 @@ class Episode:
         """The finished episode as a record: who played each seat, and the result."""
         specs = [r.spec for r in self.responders]
         return EpisodeRecord.create(
-            self.config.name, self.scenario, specs[0], tuple(specs[1:]), self.market.result()
+            self.config.name,
+            self.scenario,
+            specs[0],
+            tuple(specs[1:]),
+            self.market.result(),
+            rewards=self.config.rewards,
         )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.rewards import BUYER_REWARDS, DEFAULT_REWARDS, SELLER_REWARDS, Rewards
 from arena.seats import seats
 from arena.settings import about, check_positive_int, convert_fields
 
@@ -67,6 +68,19 @@ class MarketConfig:
         default=3,
         metadata=about(
             "Re-samples of an invalid buyer reply before the buyer's channel is closed."
+        ),
+    )
+    seller_reward: str = field(
+        default=DEFAULT_REWARDS.seller,
+        metadata=about(
+            "The seller's reward, by name (docs/metrics.md): surplus_extraction = eq. (1)."
+        ),
+    )
+    buyer_reward: str = field(
+        default=DEFAULT_REWARDS.buyer,
+        metadata=about(
+            "Every buyer's reward, by name (docs/metrics.md): surplus_extraction = Table 12's "
+            "(list - P)/(list - C); budget_surplus = (B - P)/(B - C), -1 above budget B."
         ),
     )
     num_products: int = field(default=1, metadata=about("M: substitutable products on sale."))
@@ -133,10 +147,21 @@ class MarketConfig:
                 f"price_jitter must lie in [0, 3] (a factor between exp(-3) and exp(3)), got "
                 f"{self.price_jitter}"
             )
+        for name, registry in (("seller_reward", SELLER_REWARDS), ("buyer_reward", BUYER_REWARDS)):
+            if getattr(self, name) not in registry:
+                raise ValueError(
+                    f"{name} must name a reward of arena/rewards.py, one of "
+                    f"{', '.join(registry)}; got {getattr(self, name)!r}"
+                )
         for name in ("seller_temperature", "buyer_temperature"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+
+    @property
+    def rewards(self) -> Rewards:
+        """The reward names of this market, as recorded with its episodes."""
+        return Rewards(self.seller_reward, self.buyer_reward)
 
     @property
     def agents(self) -> list[str]:

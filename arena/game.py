@@ -28,7 +28,7 @@ from arena.protocol import (
     parse_seller,
 )
 from arena.records import Deal, EpisodeResult, Event, TurnRecord
-from arena.rewards import VIOLATION_REWARD, buyer_surplus_ratio, seller_reward
+from arena.rewards import BUYER_REWARDS, SELLER_REWARDS, VIOLATION_REWARD, reward_input
 from arena.rules import (
     Status,
     Violation,
@@ -132,6 +132,8 @@ class Market:
         self.multi = scenario.num_products > 1
         self._public_products = tuple(_public(p) for p in scenario.products)
         self._costs = scenario.costs
+        self._seller_reward = SELLER_REWARDS[config.seller_reward]
+        self._buyer_reward = BUYER_REWARDS[config.buyer_reward]
         self._seats = buyer_seats(config.num_buyers)
         self._cap = config.per_buyer_cap
         self.channels = [_Channel() for _ in range(config.num_buyers)]
@@ -378,6 +380,9 @@ class Market:
         return self._settlement
 
     def _settle(self) -> Settlement:
+        """Outcome and rewards: the market's named rewards read one
+        :class:`arena.rewards.RewardInput`; a violation pays its author -1 whatever the rewards
+        (Section 3.2)."""
         sc = self.scenario
         n = sc.num_buyers
         buyer_rewards = [0.0] * n
@@ -388,11 +393,9 @@ class Market:
             violation, reason, by = self.violation[0].value, self.violation[1], "seller"
             outcome, seller = "violation", VIOLATION_REWARD
         else:
-            deals = [(d.product, d.price) for d in self.deals]
-            seller = seller_reward(deals, sc.list_prices, sc.costs, sc.stock, n)
-            for d in self.deals:
-                p = sc.products[d.product]
-                buyer_rewards[d.buyer] = buyer_surplus_ratio(d.price, p.cost, p.list_price)
+            read = reward_input(sc, self.deals)
+            seller = self._seller_reward(read)
+            buyer_rewards = [self._buyer_reward(read, i) for i in range(n)]
             outcome = "deal" if self.deals else "no_deal"
             if self.violation is not None:
                 violation, reason, by = (

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from arena.catalog import Product
+from arena.config import MarketConfig
+from arena.rewards import DEFAULT_REWARDS, Rewards
 from arena.scenarios import Scenario
 
 ENV_VERSION = "bargain_market_v1"
@@ -92,7 +94,7 @@ class EpisodeResult:
 
 class EpisodeKey(NamedTuple):
     """What makes two episodes the same match: the same players on the same scenario of the same
-    environment and market preset. A tournament stores each key once."""
+    environment and market preset, under the same rewards. A tournament stores each key once."""
 
     env_version: str
     preset: str
@@ -101,18 +103,29 @@ class EpisodeKey(NamedTuple):
     """The buyer spec of every slot (the lineup)."""
     scenario_seed: int
     scenario_index: int
+    rewards: Rewards
+    """The reward names the episode was played under (episodes under others are never pooled)."""
 
     @classmethod
     def of(
-        cls, preset: str, seller: str, buyers: tuple[str, ...], scenario: Scenario
+        cls, market: MarketConfig, seller: str, buyers: tuple[str, ...], scenario: Scenario
     ) -> EpisodeKey:
-        """The key of ``seller`` against ``buyers`` on ``scenario`` in this environment version."""
-        return cls(ENV_VERSION, preset, seller, tuple(buyers), scenario.seed, scenario.index)
+        """The key of ``seller`` against ``buyers`` on ``scenario`` of ``market`` (its preset
+        name and rewards) in this environment version."""
+        return cls(
+            ENV_VERSION,
+            market.name,
+            seller,
+            tuple(buyers),
+            scenario.seed,
+            scenario.index,
+            market.rewards,
+        )
 
 
 @dataclass(frozen=True)
 class EpisodeRecord:
-    """One stored episode: environment version, market, scenario, players and result."""
+    """One stored episode: environment version, market, scenario, players, result, rewards."""
 
     env_version: str
     preset: str
@@ -120,6 +133,9 @@ class EpisodeRecord:
     seller: str
     buyers: tuple[str, ...]
     result: EpisodeResult
+    rewards: Rewards = DEFAULT_REWARDS
+    """The reward names it was played under (``MarketConfig.rewards``); records stored before
+    rewards were a setting read back as the defaults."""
 
     @classmethod
     def create(
@@ -130,15 +146,22 @@ class EpisodeRecord:
         buyers: tuple[str, ...],
         result: EpisodeResult,
         env_version: str = ENV_VERSION,
+        rewards: Rewards = DEFAULT_REWARDS,
     ) -> EpisodeRecord:
         """The one constructor of records: an episode just played (or read back from storage)."""
-        return cls(env_version, preset, scenario, seller, tuple(buyers), result)
+        return cls(env_version, preset, scenario, seller, tuple(buyers), result, Rewards(*rewards))
 
     @property
     def key(self) -> EpisodeKey:
         sc = self.scenario
         return EpisodeKey(
-            self.env_version, self.preset, self.seller, self.buyers, sc.seed, sc.index
+            self.env_version,
+            self.preset,
+            self.seller,
+            self.buyers,
+            sc.seed,
+            sc.index,
+            self.rewards,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,4 +195,5 @@ class EpisodeRecord:
             tuple(data["buyers"]),
             EpisodeResult(**res),
             env_version=data["env_version"],
+            rewards=Rewards(*data.get("rewards", DEFAULT_REWARDS)),
         )

@@ -61,7 +61,9 @@ def eval_command(
     if report.config["market"]["num_products"] > 1:
         columns += group(MULTI_PRODUCT)
     buyers = ", ".join(report.config["buyers"])
-    table = Table(title=Text(f"{preset}: {seller} vs {buyers}"))
+    market = report.config["market"]
+    rewards = f"rewards: seller {market['seller_reward']}, buyer {market['buyer_reward']}"
+    table = Table(title=Text(f"{preset}: {seller} vs {buyers} ({rewards})"))
     table.add_column("Seller")
     for metric in columns:
         table.add_column(metric.header, justify="right")

@@ -27,6 +27,7 @@ them in that order; within a scenario, the given record order. Online Elo and
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -36,6 +37,7 @@ from arena import metrics
 from arena.buyer_metrics import episode_buyer_side_reward
 from arena.metrics import episode_cross_score
 from arena.records import EpisodeKey, EpisodeRecord
+from arena.rewards import DEFAULT_REWARDS, Rewards
 from tournaments.config import pool_label
 
 RATING_ROLES = ("seller", "buyer", "cross")
@@ -102,7 +104,8 @@ def buyer_entries_of(record: EpisodeRecord, buyer_entries: BuyerEntries | None =
 def distinct_episodes(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
     """Counted episodes (every outcome but "error"), each :class:`EpisodeKey` once (the first):
     a match stored twice, e.g. by a pool and a fixed entry that drew the same lineup in separate
-    runs, counts once."""
+    runs, counts once. Every leaderboard, rating and payoff table reads them, so episodes played
+    under different rewards are refused here (:func:`reward_setting`), never pooled."""
     seen: set[EpisodeKey] = set()
     out = []
     for record in metrics.counted(records):
@@ -110,7 +113,22 @@ def distinct_episodes(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
         if key not in seen:
             seen.add(key)
             out.append(record)
+    reward_setting(out)
     return out
+
+
+def reward_setting(records: Iterable[EpisodeRecord]) -> Rewards:
+    """The one reward setting ``records`` were played under (the defaults for none); records
+    under several are an error: their rewards are different quantities."""
+    counts = Counter(r.rewards for r in records)
+    if len(counts) > 1:
+        found = "; ".join(f"{rewards.describe()} ({n} episodes)" for rewards, n in counts.items())
+        raise ValueError(
+            f"these episodes were played under {len(counts)} reward settings ({found}); rewards "
+            "under different settings are never pooled: rate one setting at a time (arena "
+            "ratings --tournament NAME), or store each setting in its own database"
+        )
+    return next(iter(counts), DEFAULT_REWARDS)
 
 
 def _play_order(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:

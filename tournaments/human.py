@@ -109,8 +109,9 @@ def check_new_game(db: str | Path, config: EvalConfig, scenario_index: int) -> N
         return
     seller, buyers = human_lineup(config, scenario_index)
     name, _ = human_tournament(config, seller, buyers)
-    key = EpisodeKey(ENV_VERSION, config.market().name, seller, buyers, config.seed,
-                     scenario_index)  # fmt: skip
+    market = config.market()
+    key = EpisodeKey(ENV_VERSION, market.name, seller, buyers, config.seed, scenario_index,
+                     market.rewards)  # fmt: skip
     with Store.open(path) as store:
         row = store.db.execute("SELECT id FROM tournaments WHERE name = ?", [name]).fetchone()
         if row is not None and key in store.done_keys(int(row[0])):

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from agents.specs import is_scripted
 from arena import metrics
-from arena.buyer_metrics import buyer_reward, episode_buyer_side_reward
+from arena.buyer_metrics import buyer_surplus_extractions, episode_buyer_side_reward
 from arena.estimates import estimate
 from arena.metrics import episode_cross_score
 from arena.records import EpisodeRecord
@@ -89,13 +89,15 @@ def seller_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
 
 
 def buyer_metrics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    """Per-buyer-entry metrics: the side's reward (mean over slots), deal rate, the closing
-    buyers' surplus extraction (Section 13.2) and the seller reward conceded."""
+    """Per-buyer-entry metrics: the side's reward (mean over slots, under the market's buyer
+    reward), deal rate, the closing buyers' surplus extraction (Table 12's metric from prices,
+    whatever the reward; Section 13.2) and the seller reward conceded."""
     counted = metrics.counted(records)
+    surplus = (v for r in counted for _, v in buyer_surplus_extractions(r))
     return {
         "reward": estimate(episode_buyer_side_reward(r) for r in counted).value,
         "deal_rate": metrics.METRICS["deal_rate"].over(counted).value,
-        "buyer_surplus_extraction": buyer_reward(counted).value,
+        "buyer_surplus_extraction": estimate(surplus).value,
         "seller_reward": metrics.METRICS["reward"].over(counted).value,
     }
 

@@ -2,7 +2,8 @@
 
 Every number on the page comes from :mod:`tournaments.leaderboard` (the same functions as
 ``arena ratings``), and the page embeds them as JSON (``<script type="application/json"
-id="leaderboard">``, plus ``id="payoff"`` and ``id="ratings-over-time"``) so a test or a notebook
+id="leaderboard">``, plus ``id="payoff"``, ``id="ratings-over-time"`` and ``id="rewards"``, the
+reward names the episodes were played under) so a test or a notebook
 can read the exact values back. The plots are :mod:`tournaments.plots`.
 All text written into the page goes through :func:`html.escape`.
 """
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from arena.records import EpisodeRecord
+from arena.rewards import Rewards
 from tournaments.browser import DEFAULT_CAP, Links, check_cap, write_browser
-from tournaments.comparisons import RATING_ROLES, BuyerEntries
+from tournaments.comparisons import RATING_ROLES, BuyerEntries, reward_setting
 from tournaments.leaderboard import (
     AUTO,
     columns,
@@ -112,6 +114,7 @@ def report_data(
     ``anchors`` names each role's rating anchor (default: the role's first scripted agent)."""
     pinned = {role: AUTO for role in RATING_ROLES} if anchors is None else anchors
     return {
+        "rewards": reward_setting(records)._asdict(),
         "leaderboard": {
             role: leaderboard(records, role, config, buyer_entries, pinned[role])
             for role in RATING_ROLES
@@ -301,6 +304,8 @@ def render_page(db: Path, episodes: int, sections: Sequence[Section], data: dict
         f"<style>{STYLE}</style>\n</head>\n<body>\n",
         "<h1>bargain-arena report</h1>\n",
         f"<p>Database {html.escape(str(db))}: {episodes} stored episodes.</p>\n",
+        f"<p>Rewards: {html.escape(Rewards(**data['rewards']).describe())} "
+        "(docs/metrics.md).</p>\n",
     ]
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>\n")
@@ -311,6 +316,7 @@ def render_page(db: Path, episodes: int, sections: Sequence[Section], data: dict
             alt = html.escape(section.title, quote=True)
             parts.append(f'<p><img src="{src}" alt="{alt}"></p>\n')
         parts.append(section.table_html)
+    parts.append(_json_block("rewards", data["rewards"]))
     parts.append(_json_block("leaderboard", data["leaderboard"]))
     parts.append(_json_block("payoff", data["payoff"]))
     parts.append(_json_block("ratings-over-time", data["ratings_over_time"]))

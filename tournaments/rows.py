@@ -80,6 +80,8 @@ def encode_episode(record: EpisodeRecord) -> EncodedEpisode:
         "seller_turns": res.seller_turns,
         "num_turns": len(res.turns),
         "record": _json(full),
+        "seller_reward_name": record.rewards.seller,
+        "buyer_reward_name": record.rewards.buyer,
     }
     row = tuple(values[c] for c in EPISODE_COLUMNS)
     turns = [_turn_values(t) for t in res.turns]

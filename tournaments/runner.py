@@ -158,14 +158,14 @@ def plan(
     config: TournamentConfig, scenarios: Sequence[Scenario], done: set[EpisodeKey]
 ) -> tuple[list[Match], int]:
     """The episodes still to play, each key once, pairing by pairing; and how many are stored."""
-    preset = config.market_config().name
+    market = config.market_config()
     jobs: dict[EpisodeKey, Match] = {}
     skipped: set[EpisodeKey] = set()
     for seller in config.sellers:
         for pool in config.buyers:
             for scenario in scenarios:
                 job = Match(scenario, seller, buyer_lineup(scenario, pool))
-                key = job.key(preset)
+                key = job.key(market)
                 if key in done:
                     skipped.add(key)
                 else:
@@ -359,11 +359,11 @@ def _summaries(
 ) -> tuple[PairingSummary, ...]:
     """Mean seller reward and deal rate of every pairing, over its scenarios."""
     rows = []
-    preset = config.market_config().name
+    market = config.market_config()
     for seller in config.sellers:
         for pool in config.buyers:
             results = [
-                outcomes[EpisodeKey.of(preset, seller, buyer_lineup(sc, pool), sc)]
+                outcomes[EpisodeKey.of(market, seller, buyer_lineup(sc, pool), sc)]
                 for sc in scenarios
             ]
             n = len(results)

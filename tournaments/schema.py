@@ -9,6 +9,8 @@
 * ``payoffs``: per tournament and lineup, the sums of the seller's reward, the buyer side's reward
   and the cross-role score over counted episodes, updated in the transaction that stores the
   episodes: the league's meta-game reads it instead of decoding every record;
+* ``episodes.seller_reward_name``, ``episodes.buyer_reward_name``: the rewards the episode was
+  played under (:mod:`arena.rewards`; part of its :class:`arena.records.EpisodeKey`);
 * ``episode_usage``: per episode and seat, the agent's prompt and completion tokens (seats
   without model tokens have no row);
 * ``episodes.parent_id``, ``episodes.from_turn``: a counterfactual replay's parent episode and
@@ -228,12 +230,23 @@ def _v5_training_story(db: sqlite_utils.Database) -> None:
         db.execute(f"ALTER TABLE training_steps ADD COLUMN {column} REAL")
 
 
+def _v6_reward_names(db: sqlite_utils.Database) -> None:
+    """Version 6: the names of the seller's and the buyers' reward every episode was played
+    under (``MarketConfig.seller_reward`` / ``buyer_reward``, :mod:`arena.rewards`); episodes
+    stored before rewards were a setting were played under the defaults written here."""
+    for column in ("seller_reward_name", "buyer_reward_name"):
+        db.execute(
+            f"ALTER TABLE episodes ADD COLUMN {column} TEXT NOT NULL DEFAULT 'surplus_extraction'"
+        )
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_agent_lineage,
     _v3_leagues_and_payoffs,
     _v4_replays_and_usage,
     _v5_training_story,
+    _v6_reward_names,
 ]
 """Migration ``i`` takes a database at schema version ``i`` to ``i + 1``. Append, never edit."""
 
@@ -312,6 +325,8 @@ EPISODE_COLUMNS = (
     "seller_turns",
     "num_turns",
     "record",
+    "seller_reward_name",
+    "buyer_reward_name",
 )
 TURN_FIELDS = tuple(f.name for f in dataclasses.fields(TurnRecord))
 TURN_COLUMNS = tuple({"index": "idx", "to": "to_agent"}.get(f, f) for f in TURN_FIELDS)

@@ -9,12 +9,13 @@ database alone (:func:`load_records`); the tables and their migrations are in
 :mod:`tournaments.schema`.
 
 An episode is identified within its tournament by its :class:`arena.records.EpisodeKey`
-(environment version, preset, seller, buyer specs per slot, scenario seed, scenario index): a
-UNIQUE index, so a resumed run cannot store one twice. An episode row, its turns and its share of
-the ``payoffs`` sums are written in the same transaction, and a batch of episodes is one
-transaction, so a process killed at any moment leaves whole episodes only. The journal is WAL
-with ``synchronous=NORMAL``: a crash of the writing process never loses a committed batch (a
-power loss may lose the last few, never corrupt the file).
+(environment version, preset, seller, buyer specs per slot, scenario seed, scenario index,
+reward names; a tournament fixes its market, so the UNIQUE index holds the others), so a resumed
+run cannot store one twice. An episode row, its turns and its share of the ``payoffs`` sums are
+written in the same transaction, and a batch of episodes is one transaction, so a process killed
+at any moment leaves whole episodes only. The journal is WAL with ``synchronous=NORMAL``: a crash
+of the writing process never loses a committed batch (a power loss may lose the last few, never
+corrupt the file).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 import sqlite_utils
 
 from arena.records import EpisodeKey, EpisodeRecord
+from arena.rewards import Rewards
 from arena.seats import ROLES
 from arena.settings import changes
 from tournaments.database import connect_reader, connect_writer, in_memory_copy
@@ -44,6 +46,21 @@ from tournaments.schema import (
     TURN_FIELDS,
     fill_payoffs,
 )
+
+KEY_COLUMNS = (
+    "env_version, preset, seller, buyers, scenario_seed, scenario_index, seller_reward_name, "
+    "buyer_reward_name"
+)
+"""The ``episodes`` columns of an :class:`EpisodeKey`, in :func:`stored_key`'s order."""
+
+
+def stored_key(
+    env: str, preset: str, seller: str, buyers: str, seed: int, index: int, *rewards: str
+) -> EpisodeKey:
+    """The key of an ``episodes`` row from its :data:`KEY_COLUMNS`."""
+    return EpisodeKey(
+        env, preset, seller, tuple(json.loads(buyers)), seed, index, Rewards(*rewards)
+    )
 
 
 class PayoffSums(NamedTuple):
@@ -313,39 +330,29 @@ class Store:
     def done_keys(self, tournament_id: int) -> set[EpisodeKey]:
         """The keys of every episode stored for the tournament."""
         rows = self.db.execute(
-            "SELECT env_version, preset, seller, buyers, scenario_seed, scenario_index "
-            "FROM episodes WHERE tournament_id = ?",
-            [tournament_id],
+            f"SELECT {KEY_COLUMNS} FROM episodes WHERE tournament_id = ?", [tournament_id]
         )
-        return {
-            EpisodeKey(e, p, seller, tuple(json.loads(b)), s, i) for e, p, seller, b, s, i in rows
-        }
+        return {stored_key(*row) for row in rows}
 
     def outcomes(self, tournament_id: int) -> dict[EpisodeKey, tuple[float, str]]:
         """(seller reward, outcome) of every stored episode of the tournament, by key: what a
         per-pairing summary needs, without decoding whole records."""
         rows = self.db.execute(
-            "SELECT env_version, preset, seller, buyers, scenario_seed, scenario_index, "
-            "seller_reward, outcome FROM episodes WHERE tournament_id = ?",
+            f"SELECT {KEY_COLUMNS}, seller_reward, outcome FROM episodes WHERE tournament_id = ?",
             [tournament_id],
         )
-        return {
-            EpisodeKey(e, p, seller, tuple(json.loads(b)), s, i): (reward, outcome)
-            for e, p, seller, b, s, i, reward, outcome in rows
-        }
+        return {stored_key(*key): (reward, outcome) for *key, reward, outcome in rows}
 
     def episode_ids(self) -> dict[EpisodeKey, tuple[int, str]]:
         """(id, tournament name) of every stored episode by key: the first copy of a key, in the
         order :meth:`load_records` reads them; counterfactual replays are left out."""
         rows = self.db.execute(
-            "SELECT e.id, t.name, e.env_version, e.preset, e.seller, e.buyers, e.scenario_seed, "
-            "e.scenario_index FROM episodes e JOIN tournaments t ON t.id = e.tournament_id "
-            "WHERE e.parent_id IS NULL ORDER BY e.tournament_id, e.id"
+            f"SELECT e.id, t.name, {KEY_COLUMNS} FROM episodes e JOIN tournaments t "
+            "ON t.id = e.tournament_id WHERE e.parent_id IS NULL ORDER BY e.tournament_id, e.id"
         )
         ids: dict[EpisodeKey, tuple[int, str]] = {}
-        for episode_id, name, env, preset, seller, buyers, seed, index in rows:
-            key = EpisodeKey(env, preset, seller, tuple(json.loads(buyers)), seed, index)
-            ids.setdefault(key, (episode_id, name))
+        for episode_id, name, *key in rows:
+            ids.setdefault(stored_key(*key), (episode_id, name))
         return ids
 
     def load_records(

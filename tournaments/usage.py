@@ -12,7 +12,6 @@ and shown per thousand episodes; a seat that used tokens without a price makes t
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from arena.records import EpisodeKey, EpisodeRecord
 from arena.seats import SELLER
 from tournaments.comparisons import BuyerEntries, player_id
 from tournaments.leaderboard import players_and_episodes
-from tournaments.store import Store
+from tournaments.store import KEY_COLUMNS, Store, stored_key
 
 SeatUsage = dict[str, tuple[str, int, int]]
 """seat -> (agent spec, prompt tokens, completion tokens) of one episode."""
@@ -77,15 +76,14 @@ def stored_usage(
         where += " AND e.tournament_id = (SELECT id FROM tournaments WHERE name = ?)"
         params.append(tournament)
     rows = db.db.execute(
-        "SELECT e.id, e.env_version, e.preset, e.seller, e.buyers, e.scenario_seed, "
-        "e.scenario_index, u.seat, u.agent, u.tokens_in, u.tokens_out FROM episode_usage u "
-        f"JOIN episodes e ON e.id = u.episode_id WHERE {where} ORDER BY e.id",
+        f"SELECT e.id, u.seat, u.agent, u.tokens_in, u.tokens_out, {KEY_COLUMNS} FROM "
+        f"episode_usage u JOIN episodes e ON e.id = u.episode_id WHERE {where} ORDER BY e.id",
         params,
     )
     usage: dict[EpisodeKey, SeatUsage] = {}
     first: dict[EpisodeKey, int] = {}
-    for episode_id, env, preset, seller, buyers, seed, index, seat, agent, t_in, t_out in rows:
-        key = EpisodeKey(env, preset, seller, tuple(json.loads(buyers)), seed, index)
+    for episode_id, seat, agent, t_in, t_out, *stored in rows:
+        key = stored_key(*stored)
         if first.setdefault(key, episode_id) == episode_id:
             usage.setdefault(key, {})[seat] = (agent, t_in, t_out)
     return usage

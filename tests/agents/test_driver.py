@@ -89,7 +89,7 @@ def test_each_seat_is_told_its_own_context_and_asked_only_on_its_turns() -> None
     for player in players:
         turns = [t for t in record.result.turns if t.agent == player.context.role]
         assert len(player.asked) == len(turns) > 0
-    assert record.key == EpisodeKey.of(CONFIG.name, "scripted:prober", record.buyers, sc)
+    assert record.key == EpisodeKey.of(CONFIG, "scripted:prober", record.buyers, sc)
     assert (
         record == play_matches(CONFIG, [Match(sc, scripted(sc)[0], tuple(scripted(sc)[1:]))])[0][0]
     )

@@ -6,7 +6,14 @@ from agents.engine import play_vs_pool
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset
 from arena.records import Deal, EpisodeRecord, EpisodeResult
-from arena.rewards import VIOLATION_REWARD, buyer_surplus_ratio, seller_reward
+from arena.rewards import (
+    BUYER_REWARDS,
+    DEFAULT_REWARDS,
+    SELLER_REWARDS,
+    VIOLATION_REWARD,
+    Rewards,
+    reward_input,
+)
 from arena.scenarios import Scenario, make_scenarios
 
 LIST, COST = 34.99, 18.75  # baby-products_17, paper Section 4.4
@@ -26,22 +33,14 @@ def record(
     engaged: tuple[bool, ...] | None = None,
     buyers: tuple[str, ...] | None = None,
     resamples: tuple[int, ...] | None = None,
+    rewards: Rewards = DEFAULT_REWARDS,
 ) -> EpisodeRecord:
-    """A hand-built single-product episode; its rewards are arena.rewards' (equation (1), the
-    buyer's surplus ratio), so a changed reward changes these records too."""
+    """A hand-built single-product episode, paid by the named ``rewards`` of arena/rewards.py
+    (the functions the market calls), so a changed reward changes these records too."""
     n = len(budgets)
     deals = (Deal(deal[0], 0, deal[1], "seller", 3),) if deal else ()
     if outcome is None:
         outcome = "violation" if violation else ("deal" if deal else "no_deal")
-    if outcome == "violation":
-        seller = VIOLATION_REWARD
-    elif outcome == "error":
-        seller = 0.0
-    else:
-        seller = seller_reward([(0, deal[1])] if deal else [], [LIST], [COST], [1], n)
-    buyer_rewards = [0.0] * n
-    if deal and outcome == "deal":
-        buyer_rewards[deal[0]] = buyer_surplus_ratio(deal[1], COST, LIST)
     scenario = Scenario(
         seed=0,
         index=0,
@@ -54,6 +53,16 @@ def record(
         slot_draws=(0.0,) * n,
         episode_seed=1,
     )
+    read = reward_input(scenario, deals)
+    if outcome == "violation":
+        seller = VIOLATION_REWARD
+    elif outcome == "error":
+        seller = 0.0
+    else:
+        seller = SELLER_REWARDS[rewards.seller](read)
+    buyer_rewards = [0.0] * n
+    if outcome == "deal":
+        buyer_rewards = [BUYER_REWARDS[rewards.buyer](read, i) for i in range(n)]
     result = EpisodeResult(
         outcome=outcome,
         termination={"deal": "deal", "no_deal": "turn_limit", "error": "error"}.get(
@@ -74,7 +83,9 @@ def record(
         statuses=("active",) * n,
     )
     lineup = buyers if buyers is not None else ("scripted:time",) * n
-    return EpisodeRecord.create("in-distribution", scenario, "scripted:prober", lineup, result)
+    return EpisodeRecord.create(
+        "in-distribution", scenario, "scripted:prober", lineup, result, rewards=rewards
+    )
 
 
 def scripted_records(preset: str, count: int, seed: int = 11) -> list[EpisodeRecord]:

@@ -289,3 +289,12 @@ def test_every_preset_keeps_its_openings_within_its_budgets():
                 for i, offer in enumerate(s.first_offers):
                     assert offer is not None
                     assert offer <= s.valuations[i][s.opening_products[i]]
+
+
+def test_the_rewards_are_set_by_name_like_any_field_and_an_unknown_name_lists_the_known():
+    config = get_preset("bilateral", parse_assignments(["buyer_reward=budget_surplus"]))
+    assert config.rewards == ("surplus_extraction", "budget_surplus")
+    assert get_preset("bilateral").rewards == ("surplus_extraction", "surplus_extraction")
+    known = r"buyer_reward must name .* surplus_extraction, budget_surplus; got 'surplus'"
+    with pytest.raises(ValueError, match=known):
+        get_preset("bilateral", {"buyer_reward": "surplus"})

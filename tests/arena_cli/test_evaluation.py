@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from agents.testing.http_server import ScriptedChatServer
@@ -52,3 +53,15 @@ def test_the_table_shows_specs_verbatim_and_the_checked_json_path_is_written(
     assert result.exit_code == 0, result.output
     assert seller in result.output
     assert out.is_file() and f"wrote {out}" in result.output
+
+
+def test_eval_names_the_rewards_and_set_chooses_the_buyer_reward(tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    args = ("eval", "--preset", "bilateral", "-n", "4", "--json", str(out))
+    result = arena(*args, "--set", "buyer_reward=budget_surplus")
+    assert result.exit_code == 0, result.output
+    assert "rewards: seller surplus_extraction, buyer budget_surplus" in result.output
+    market = json.loads(out.read_text())["config"]["market"]
+    assert (market["seller_reward"], market["buyer_reward"]) == ("surplus_extraction",
+                                                                 "budget_surplus")  # fmt: skip
+    assert "buyer_reward" in one_error(*args, "--set", "buyer_reward=budget")

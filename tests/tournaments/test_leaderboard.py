@@ -39,8 +39,8 @@ NO_BOOTSTRAP = RatingConfig(bootstrap_rounds=0)
 def play_tournament(
     sellers: list[str], episodes: int
 ) -> tuple[list[EpisodeRecord], dict[tuple[str, str], list[EpisodeRecord]]]:
-    """Every seller against every entry with play_scenarios; returns all records (a lineup that
-    two entries share is played twice, as separate play_scenarios calls do) and each pairing's."""
+    """Every seller against every entry with play_vs_pool; returns all records (a lineup that
+    two entries share is played twice, as separate play_vs_pool calls do) and each pairing's."""
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, default_catalog(), 0, episodes)
     pairings = {
@@ -335,3 +335,35 @@ def test_multi_product_seller_rows_carry_matching_quality_and_single_product_row
     assert rows["multi-product"]["scripted:oracle"]["matching_quality"] == 1.0
     assert rows["multi-product"]["scripted:greedy"]["deals_per_episode"] > 1
     assert "matching_quality" not in rows["in-distribution"]["scripted:oracle"]
+
+
+def test_episodes_under_two_buyer_rewards_are_never_pooled_in_a_leaderboard(tmp_path) -> None:
+    """One file, one tournament per buyer reward: the whole file is refused by every board
+    (naming both settings and how to rate them apart), each tournament alone is rated."""
+    db = tmp_path / "two.db"
+    for name in ("surplus_extraction", "budget_surplus"):
+        config = TournamentConfig(
+            name=name,
+            preset="bilateral",
+            market={"buyer_reward": name},
+            sellers=("scripted:prober", "scripted:satisficer"),
+            buyers=((TIME,), (TFT,)),
+            episodes=8,
+        )
+        run_tournament(config, db, workers=1, progress=False)
+    records = load_records(db)
+    for role in ("seller", "buyer", "cross"):
+        with pytest.raises(ValueError, match=r"2 reward settings .*budget_surplus .*--tournament"):
+            leaderboard(records, role)
+    with pytest.raises(ValueError, match="reward settings"):
+        payoff_matrix(records)
+    boards = {}
+    for name in ("surplus_extraction", "budget_surplus"):
+        rows = leaderboard(load_records(db, tournament=name), "buyer")
+        assert {row["episodes"] for row in rows} == {16}
+        boards[name] = by_agent(rows)
+    old, new = boards["surplus_extraction"], boards["budget_surplus"]
+    for entry in (TIME, TFT):
+        assert old[entry]["reward"] != pytest.approx(new[entry]["reward"])
+        # Table 12's buyer surplus extraction is a metric of prices, the same under both
+        assert old[entry]["buyer_surplus_extraction"] == new[entry]["buyer_surplus_extraction"]

@@ -187,3 +187,24 @@ def test_an_empty_or_missing_database_is_refused(tmp_path: Path) -> None:
         write_report(empty, tmp_path / "site")
     with pytest.raises(FileNotFoundError):
         write_report(tmp_path / "missing.db", tmp_path / "site")
+
+
+def test_the_page_names_the_rewards_its_episodes_were_played_under(tmp_path: Path) -> None:
+    db = tmp_path / "b.db"
+    config = TournamentConfig(
+        name="b",
+        preset="bilateral",
+        market={"buyer_reward": "budget_surplus"},
+        sellers=("scripted:prober", "scripted:satisficer"),
+        buyers=(("scripted:time",),),
+        episodes=4,
+    )
+    run_tournament(config, db, progress=False)
+    text = write_report(db, tmp_path / "site").read_text(encoding="utf-8")
+    assert Page(text).data["rewards"] == {"seller": "surplus_extraction", "buyer": "budget_surplus"}
+    assert "Rewards: seller surplus_extraction, buyer budget_surplus" in text
+
+
+def test_the_default_page_names_the_default_rewards(report) -> None:
+    _, _, page = report
+    assert page.data["rewards"] == {"seller": "surplus_extraction", "buyer": "surplus_extraction"}

@@ -438,3 +438,49 @@ def test_model_tokens_are_stored_per_episode_and_seat_even_without_the_messages(
     assert turns == 0
     assert len(usage) == 3  # one seat with model tokens in each LLM episode; scripted: none
     assert all(row[:3] == (spec, "seller", spec) and row[3] > 0 and row[4] > 0 for row in usage)
+
+
+def bilateral_under(buyer_reward: str) -> TournamentConfig:
+    """A small bilateral tournament named after its buyer reward."""
+    return TournamentConfig(
+        name=buyer_reward,
+        preset="bilateral",
+        market={"buyer_reward": buyer_reward},
+        sellers=("scripted:prober",),
+        buyers=(("scripted:time",),),
+        episodes=16,
+    )
+
+
+def test_the_buyer_reward_setting_changes_the_stored_buyer_rewards_and_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """Two bilateral tournaments on the same scenarios, one per buyer reward, into one file:
+    the same deals, the seller rewards unchanged, the buyer rewards those of the setting, and
+    the names in every episode's row, record and key."""
+    db = tmp_path / "rewards.db"
+    stored = {}
+    for name in ("surplus_extraction", "budget_surplus"):
+        run_tournament(bilateral_under(name), db, workers=1, progress=False)
+        stored[name] = load_records(db, tournament=name)
+    with Store.open(db, read_only=True) as store:
+        names = store.db.execute(
+            "SELECT tournament_id, seller_reward_name, buyer_reward_name, COUNT(*) FROM episodes "
+            "GROUP BY 1, 2, 3 ORDER BY 1"
+        ).fetchall()
+    assert names == [(1, "surplus_extraction", "surplus_extraction", 16),
+                     (2, "surplus_extraction", "budget_surplus", 16)]  # fmt: skip
+    old, new = stored["surplus_extraction"], stored["budget_surplus"]
+    assert [r.result.deals for r in old] == [r.result.deals for r in new]
+    assert [r.result.seller_reward for r in old] == [r.result.seller_reward for r in new]
+    deals = [(a, b) for a, b in zip(old, new, strict=True) if a.result.outcome == "deal"]
+    assert len(deals) >= 8
+    for a, b in deals:
+        (deal,) = b.result.deals
+        budget, cost = b.scenario.valuations[0][0], b.scenario.products[0].cost
+        assert b.result.buyer_rewards[0] == pytest.approx((budget - deal.price) / (budget - cost))
+        assert a.result.buyer_rewards[0] != pytest.approx(b.result.buyer_rewards[0])
+    assert {r.rewards.buyer for r in new} == {"budget_surplus"}
+    assert {r.key for r in old}.isdisjoint(r.key for r in new)
+    resumed = run_tournament(bilateral_under("budget_surplus"), db, workers=1, progress=False)
+    assert (resumed.played, resumed.skipped) == (0, 16)

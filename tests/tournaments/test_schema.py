@@ -13,6 +13,7 @@ import sqlite_utils
 from agents.engine import play_vs_pool
 from arena.catalog import load_catalog
 from arena.config import get_preset
+from arena.rewards import DEFAULT_REWARDS
 from arena.scenarios import make_scenarios
 from tournaments.rows import encode_episode
 from tournaments.schema import EPISODE_COLUMNS, MIGRATIONS, SCHEMA_VERSION, TURN_COLUMNS
@@ -20,6 +21,13 @@ from tournaments.store import Store
 
 OLD_LEAGUE_TABLE = """CREATE TABLE IF NOT EXISTS league_runs (
     name TEXT PRIMARY KEY, config TEXT NOT NULL, created TEXT NOT NULL)"""
+
+
+def old_row(old: sqlite_utils.Database, record) -> dict:
+    """The episode row of ``record`` as a database of an older schema holds it: only the
+    columns its ``episodes`` table has."""
+    row = dict(zip(EPISODE_COLUMNS, encode_episode(record).row, strict=True))
+    return {c: row[c] for c in old["episodes"].columns_dict if c in row}
 
 
 def test_opening_a_version_1_database_upgrades_it_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -36,7 +44,7 @@ def test_opening_a_version_1_database_upgrades_it_and_keeps_its_rows(tmp_path: P
     old.close()
 
     with Store.open(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 5
+        assert store.schema_version() == SCHEMA_VERSION == 6
         assert {"parent", "generation", "step", "config_hash", "path"} <= set(
             store.db["agents"].columns_dict
         )
@@ -61,11 +69,8 @@ def test_a_version_2_database_gains_payoffs_backfilled_from_its_episodes(tmp_pat
         migrate(old)
     old.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '2')")
     old.execute("INSERT INTO tournaments (name, config, created) VALUES ('t', '{}', 'now')")
-    columns = [c for c in old["episodes"].columns_dict if c not in ("id", "tournament_id")]
     for record in records:
-        old["episodes"].insert(
-            {"tournament_id": 1, **dict(zip(columns, encode_episode(record).row, strict=True))}
-        )
+        old["episodes"].insert({"tournament_id": 1, **old_row(old, record)})
     old.execute(OLD_LEAGUE_TABLE)
     old.execute("INSERT INTO league_runs VALUES ('kept', '{}', 'then')")
     old.conn.commit()
@@ -113,8 +118,7 @@ def test_a_version_3_database_gains_usage_backfilled_from_turns_and_replay_links
     old.execute("INSERT INTO tournaments (name, config, created) VALUES ('t', '{}', 'now')")
     for episode_id, record in enumerate(records, start=1):
         encoded = encode_episode(record)
-        row = dict(zip(EPISODE_COLUMNS, encoded.row, strict=True))
-        old["episodes"].insert({"id": episode_id, "tournament_id": 1, **row})
+        old["episodes"].insert({"id": episode_id, "tournament_id": 1, **old_row(old, record)})
         for turn in encoded.turns:
             values = dict(zip(TURN_COLUMNS, turn, strict=True))
             old["turns"].insert({"episode_id": episode_id, **values})
@@ -156,3 +160,38 @@ def test_replays_of_two_parents_on_one_scenario_are_two_episodes_but_a_match_sta
             store.db.execute(insert, [tid, *row, 1, 2])
         with pytest.raises(ValueError, match="already stored"):
             store.add_episodes(tid, [record])
+
+
+def test_a_version_5_database_reads_its_episodes_as_played_under_the_default_rewards(
+    tmp_path: Path,
+) -> None:
+    """Episodes stored before rewards were a setting (no reward columns, records without
+    ``rewards``) keep their rows and read back under the defaults, in the row and the key."""
+    config = get_preset("bilateral")
+    records = play_vs_pool(
+        config, make_scenarios(config, load_catalog(), 2, 4), "scripted:prober", ["scripted:time"]
+    )[0]
+    path = tmp_path / "v5.db"
+    old = sqlite_utils.Database(path)
+    for migrate in MIGRATIONS[:5]:
+        migrate(old)
+    old.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '5')")
+    old.execute("INSERT INTO tournaments (name, config, created) VALUES ('t', '{}', 'now')")
+    for record in records:
+        row = old_row(old, record)
+        data = json.loads(row["record"])
+        del data["rewards"]
+        old["episodes"].insert({"tournament_id": 1, **row, "record": json.dumps(data)})
+    old.conn.commit()
+    old.close()
+    with Store.open(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        names = store.db.execute(
+            "SELECT DISTINCT seller_reward_name, buyer_reward_name FROM episodes"
+        ).fetchall()
+        keys = store.done_keys(1)
+        loaded = store.load_records()
+    assert names == [tuple(DEFAULT_REWARDS)]
+    assert keys == {r.key for r in records}
+    assert [r.rewards for r in loaded] == [DEFAULT_REWARDS] * 4
+    assert [r.result.buyer_rewards for r in loaded] == [r.result.buyer_rewards for r in records]
