@@ -6,7 +6,7 @@ into one database, as leagues named ``<name>-seed<k>`` (their files in ``<folder
 each with ``seed = k`` and everything else equal: its own base model (tiny model, copy
 pretraining and warm start are seeded by it), training scenarios, opponent draws, rollouts and
 LoRA initialisation. Evaluation scenarios are the same for every seed (``eval_seed``, by default
-derived from the first seed) so that the seeds are compared on one held-out set.
+derived from the config's ``seed``) so that the seeds are compared on one held-out set.
 
 Across the seeds (:func:`across_seeds`): each seed's last checkpoint's paired gain over its own
 base, and the mean gain with a 95% bootstrap interval over the runs (the runs resampled with
@@ -42,13 +42,15 @@ def seed_configs(config: LeagueConfig, seeds: Sequence[int] | None = None) -> li
     """One league config per seed (``seeds``, else ``config.seeds``; neither: the config as is).
 
     Each is named ``<name>-seed<k>``, seeded ``k``, its files in its own ``seed-<k>`` folder
-    (under ``folder`` when set), and evaluated on the first seed's held-out scenarios."""
+    (under ``folder`` when set), and evaluated on the held-out scenarios of the config's own
+    ``seed`` (or ``eval_seed``): the same for every seed, however the seeds are split across
+    runs (``--seeds 1`` alone evaluates on the same set as ``--seeds 0,1,2``)."""
     chosen = list(config.seeds if seeds is None else seeds)
     if not chosen:
         return [config]
     if len(set(chosen)) != len(chosen) or any(not isinstance(s, int) or s < 0 for s in chosen):
         raise ValueError(f"--seeds / league.seeds must be distinct integers >= 0, got {chosen}")
-    eval_seed = dataclasses.replace(config, seed=chosen[0]).evaluation_seed
+    eval_seed = config.evaluation_seed  # from the config's own seed, whichever seeds are run
     return [
         dataclasses.replace(
             config,

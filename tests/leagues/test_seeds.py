@@ -28,6 +28,8 @@ def test_each_seed_is_its_own_league_on_one_held_out_set(tmp_path):
     assert [c.seed for c in leagues] == [4, 7] and all(c.seeds == () for c in leagues)
     assert leagues[0].folder.endswith("seed-4") and leagues[1].folder.endswith("seed-7")
     assert leagues[0].evaluation_seed == leagues[1].evaluation_seed  # the same scenarios
+    # ... however the seeds are split across runs (parallel runs of one seed each).
+    assert seed_configs(config, [7])[0].evaluation_seed == leagues[0].evaluation_seed
     # Everything else is the recipe, unchanged.
     same = {"name", "seed", "folder", "eval_seed", "seeds"}
     for f in dataclasses.fields(LeagueConfig):
