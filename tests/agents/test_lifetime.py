@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.processes import running
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # A parent that starts two children (a process pool worker and a Popen child), prints their
@@ -31,20 +33,11 @@ time.sleep(600)
 """
 
 
-def alive(pid: int) -> bool:
-    """Running, not a zombie waiting for a reaper (a container's PID 1 may never reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
 def wait_gone(pids: list[int], seconds: float) -> list[int]:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
+    while time.monotonic() < deadline and any(running(p) for p in pids):
         time.sleep(0.05)
-    return [p for p in pids if alive(p)]
+    return [p for p in pids if running(p)]
 
 
 def test_children_die_when_their_parent_is_sigkilled() -> None:
@@ -53,7 +46,7 @@ def test_children_die_when_their_parent_is_sigkilled() -> None:
     )
     try:
         pids = [int(p) for p in parent.stdout.readline().split()]
-        assert len(pids) == 2 and all(alive(p) for p in pids)
+        assert len(pids) == 2 and all(running(p) for p in pids)
     finally:
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()

@@ -31,20 +31,20 @@ CATALOG = load_catalog()
 SMALL = {"num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 16,
          "gradient_accumulation_steps": 1}  # fmt: skip
 """Two scenarios of two rollouts per step, one pass."""
+LEARNING = {
+    "num_generations": 4,  # 4 x 2 = 8 episodes (2 scenarios) per step
+    "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 2,
+    "max_completion_length": 48,
+    "learning_rate": 5e-3,
+    "max_episode_tokens": 6000,
+}
+"""Steps that move a tiny warm model: a learning rate that shows in two steps."""
 
 
 def seller_job(model: Path, out: Path, steps: int = 2) -> TrainJob:
     market = get_preset("in-distribution")
-    train = TrainConfig.from_dict(
-        {
-            "num_generations": 4,  # 4 x 2 = 8 episodes (2 scenarios) per step
-            "per_device_train_batch_size": 4,
-            "gradient_accumulation_steps": 2,
-            "max_completion_length": 48,
-            "learning_rate": 5e-3,
-            "max_episode_tokens": 6000,
-        }
-    )
+    train = TrainConfig.from_dict(LEARNING)
     rows = tuple(
         GroupRow(
             f"s{i}",
@@ -120,16 +120,7 @@ def test_grpo_steps_as_a_seller_against_scripted_buyers_change_the_adapter(warm_
 @pytest.mark.slow
 def test_grpo_steps_as_a_buyer_in_the_bilateral_market_change_the_adapter(warm_models, tmp_path):
     market = get_preset("bilateral", {"total_turns": 2})  # the episodes the fixture was fitted on
-    train = TrainConfig.from_dict(
-        {
-            "num_generations": 4,  # 4 x 2 = 8 episodes (2 scenarios) per step
-            "per_device_train_batch_size": 4,
-            "gradient_accumulation_steps": 2,
-            "max_completion_length": 48,
-            "learning_rate": 5e-3,
-            "max_episode_tokens": 6000,
-        }
-    )
+    train = TrainConfig.from_dict(LEARNING)
     rows = tuple(
         GroupRow(
             f"b{i}", make_scenario(market, CATALOG, 22, i), "scripted:prober", (LEARNER,), "buyer_1"

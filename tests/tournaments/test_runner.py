@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import running
 from tournaments.config import TournamentConfig
 from tournaments.runner import run_tournament
 from tournaments.store import Store, load_records
@@ -319,14 +320,6 @@ def descendants(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (a container's PID 1 may never reap an orphan)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.slow
