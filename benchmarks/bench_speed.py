@@ -5,7 +5,7 @@ copy pretraining, warm start), GRPO steps (rollouts, then TRL's loss and update)
 rounds (every checkpoint against the league's buyers on held-out scenarios). The speed-ups are
 settings, so both sides run here on the same base, in the same process, under the same load:
 
-* before: rollouts decoded ``micro_batch_size`` (8) learner turns at a time, evaluation batches
+* before: rollouts decoded ``per_device_train_batch_size`` (8) learner turns at a time, evaluation batches
   of 32 prompts (two generate calls a round), and every seed building its own base;
 * after: a whole rollout round decoded at once (``decode_batch_size = 0``), evaluation batches
   of ``eval_batch_size`` from the config (one call a round), one base shared by the seeds
@@ -45,7 +45,7 @@ def step_times(config: LeagueConfig, base: Path, out: Path, steps: int) -> dict[
     learner = config.learner
     settings = {
         "before": dataclasses.replace(
-            learner.train, decode_batch_size=learner.train.micro_batch_size
+            learner.train, decode_batch_size=learner.train.grpo["per_device_train_batch_size"]
         ),
         "after": dataclasses.replace(learner.train, decode_batch_size=0),
     }
