@@ -5,8 +5,9 @@ copy pretraining, warm start), GRPO steps (rollouts, then TRL's loss and update)
 rounds (every checkpoint against the league's buyers on held-out scenarios). The speed-ups are
 settings, so both sides run here on the same base, in the same process, under the same load:
 
-* before: rollouts decoded ``per_device_train_batch_size`` (8) learner turns at a time, evaluation batches
-  of 32 prompts (two generate calls a round), and every seed building its own base;
+* before: rollouts decoded ``per_device_train_batch_size`` (8) learner turns at a time,
+  evaluation batches of 32 prompts (two generate calls a round), and every seed building its
+  own base;
 * after: a whole rollout round decoded at once (``decode_batch_size = 0``), evaluation batches
   of ``eval_batch_size`` from the config (one call a round), one base shared by the seeds
   (``base_seed``).
