@@ -102,8 +102,9 @@ class LLMAgentConfig:
     steer: str = field(
         default="none",
         metadata={
-            "help": "Steered decoding: none, or deal (a seller's [DEAL] is written at the "
-            "standing bid it takes; agents.steering). hf back-end only."
+            "help": "Steered decoding: none; deal (a seller's [DEAL] is written at the "
+            "standing bid it takes); or legal (deal, and the seller's target kept among the "
+            "active channels); agents.steering. hf back-end only."
         },
     )
 
@@ -294,7 +295,7 @@ class LLMAgent:
             # The adapter of an AdapterView back-end (agents.backends.adapters); None otherwise.
             adapter=getattr(self.backend, "adapter", None),
             conversation=self.conversation_id,
-            steer=steer_for(view) if self.config.steer == "deal" else None,
+            steer=steer_for(view, self.config.steer),
         )
 
     def receive(self, completion: Completion) -> str:

@@ -19,6 +19,16 @@ ratio; the tokens the model did sample come from its unconstrained distribution,
 the trainer recomputes. Evaluation of a checkpoint trained with ``steer=deal`` uses the same
 option, so the policy rated is the policy trained.
 
+With ``steer=legal`` the seller's target is kept legal as well (Section 3.1: only active
+channels may be addressed; Section 3.2 (ii)). The board says which channels are active; a small
+model that holds its list price to one buyer keeps addressing it after its cap. When the reply
+so far has just opened its ``Target:`` line and the model draws a digit naming a channel that is
+not active (or a second digit), the draw is repeated from the same distribution with those
+digits removed and the token is marked forced, like the ``[DEAL]`` price: no loss on it. A legal
+target the model draws itself is its own sample, trained as usual, so the learner still learns
+whom to address among the buyers it may address. Only one-digit tokens are guarded (the tiny
+model's and Qwen's tokenizers split digits), in markets of at most nine buyers.
+
 Only single-product markets are steered (a multi-product DEAL also names its product). The hf
 back-end and the league's hf sampler steer; the vllm and openai back-ends refuse the option.
 """
@@ -28,16 +38,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from arena.money import format_price
+from arena.rules import is_active
 from arena.views import SellerView
 
-STEERS: tuple[str, ...] = ("none", "deal")
-"""Values of the agent option ``steer``: none (plain sampling) or deal (module docstring)."""
+STEERS: tuple[str, ...] = ("none", "deal", "legal")
+"""Values of the agent option ``steer``: none (plain sampling), deal (the ``[DEAL]`` price) or
+legal (the price and a target among the active channels); module docstring."""
 
 _TARGET = re.compile(r"(?im)^[^\S\n]*\W{0,2}target\W{0,2}[^\S\n]*:[^\d\n]{0,12}([0-9]{1,3})")
 _DEAL_TAIL = re.compile(r"(?is)\baction\W{0,2}[^\S\n]*:[^\S\n]*\[deal\]([^\n]*)$")
+_TARGET_OPEN = re.compile(r"(?i)^[^\S\n]*\W{0,2}target\W{0,2}[^\S\n]*:[^\d\n]{0,12}(\d?)$")
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,21 @@ class Steer:
 
     bids: tuple[tuple[int, str], ...]
     """(target number as the seller writes it, 1-based; the bid as the protocol renders it)."""
+    active: tuple[int, ...] | None = None
+    """Target numbers (1-based) of the active channels under ``steer=legal``; None: the target
+    is the model's alone."""
+
+    def banned_digits(self, reply: str) -> frozenset[str]:
+        """Digits the next token may not be when ``reply`` (the text so far) has just opened
+        its Target line: those naming an inactive channel, or any digit after the first."""
+        if self.active is None:
+            return frozenset()
+        opened = _TARGET_OPEN.search(reply.rsplit("\n", 1)[-1])
+        if opened is None:
+            return frozenset()
+        if opened.group(1):
+            return frozenset("0123456789")
+        return frozenset("0123456789") - {str(number) for number in self.active}
 
     def forced_text(self, reply: str) -> str | None:
         """The rest of the reply's ``[DEAL]`` price when ``reply`` (the text so far) has just
@@ -66,39 +94,63 @@ class Steer:
         return price[len(written) :]
 
 
-def steer_for(view: Any) -> Steer | None:
-    """The seller's steer at this view: the standing bid of every buyer (None for a buyer's
-    view, a multi-product market, or a board without bids)."""
-    if not isinstance(view, SellerView) or len(view.products) != 1:
+def steer_for(view: Any, steer: str = "deal") -> Steer | None:
+    """The seller's steer at this view under option ``steer``: the standing bid of every
+    buyer, and for ``legal`` the active channels (None for ``none``, a buyer's view, a
+    multi-product market, or a ``deal`` steer on a board without bids)."""
+    if steer == "none" or not isinstance(view, SellerView) or len(view.products) != 1:
         return None
     bids = tuple(
         (index + 1, format_price(channel.bid))
         for index, channel in enumerate(view.channels)
         if channel.bid is not None
     )
-    return Steer(bids) if bids else None
+    active = None
+    if steer == "legal" and len(view.channels) <= 9:
+        active = tuple(i + 1 for i, c in enumerate(view.channels) if is_active(c.status))
+    return Steer(bids, active) if bids or active else None
 
 
-TokenSteer = Callable[[int, list[int]], list[int]]
-"""(row, the row's tokens so far) -> tokens to force next (empty: sample as usual)."""
+class Guidance(NamedTuple):
+    """What the decoding loop does with a row's next draw."""
+
+    forced: list[int]
+    """Tokens to write next, one a step, instead of sampling (empty: sample)."""
+    banned: frozenset[int]
+    """Tokens the next draw may not be: drawn anyway, the draw is repeated without them."""
+
+
+NO_GUIDANCE = Guidance([], frozenset())
+
+TokenSteer = Callable[[int, list[int]], Guidance]
+"""(row, the row's tokens so far) -> its guidance for the next draw."""
 
 
 def token_steer(tokenizer: Any, steers: list[Steer | None], end_token: int) -> TokenSteer | None:
     """The decoding loop's steer for a batch of rows (None when no row is steered): the forced
-    rest of a ``[DEAL]`` price, tokenized, then ``end_token`` to close the turn."""
+    rest of a ``[DEAL]`` price, tokenized, then ``end_token`` to close the turn; and the digit
+    tokens a target may not take."""
     if all(steer is None for steer in steers):
         return None
+    digits = {}
+    for digit in "0123456789":
+        ids = tokenizer(digit, add_special_tokens=False)["input_ids"]
+        if len(ids) == 1:
+            digits[digit] = ids[0]
 
-    def forced(row: int, ids: list[int]) -> list[int]:
+    def guide(row: int, ids: list[int]) -> Guidance:
         steer = steers[row]
         if steer is None:
-            return []
-        text = steer.forced_text(tokenizer.decode(ids, skip_special_tokens=True))
-        if text is None:
-            return []
-        return [*tokenizer(text, add_special_tokens=False)["input_ids"], end_token]
+            return NO_GUIDANCE
+        reply = tokenizer.decode(ids, skip_special_tokens=True)
+        text = steer.forced_text(reply)
+        if text is not None:
+            return Guidance([*tokenizer(text, add_special_tokens=False)["input_ids"], end_token],
+                            frozenset())  # fmt: skip
+        banned = frozenset(digits[d] for d in steer.banned_digits(reply) if d in digits)
+        return Guidance([], banned) if banned else NO_GUIDANCE
 
-    return forced
+    return guide
 
 
 def check_steer(value: str) -> str:

@@ -95,9 +95,11 @@ class LearnerConfig:
     steer: str = field(
         default="none",
         metadata=_help(
-            "Steered decoding of the learner, in training and evaluation: none, or deal (a "
-            "seller's [DEAL] is written at the standing bid it takes; the forced tokens carry "
-            "no loss; the cost floor stays the learner's to learn; agents.steering). hf only."
+            "Steered decoding of the learner, in training and evaluation: none; deal (a "
+            "seller's [DEAL] is written at the standing bid it takes); or legal (deal, and a "
+            "target drawn at an inactive channel is drawn again among the active ones). Forced "
+            "tokens carry no loss; the cost floor stays the learner's to learn; "
+            "agents.steering. hf only."
         ),
     )
     train_market: Mapping[str, Any] = field(

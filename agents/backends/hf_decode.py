@@ -206,10 +206,12 @@ def decode(
 
     ``caches`` and ``first_logits`` come from ``prefill``; ``forward_kwargs(live)`` gives the
     extra model arguments for the rows still in the batch (their indices, in batch order).
-    ``steer(row, tokens so far)`` may name tokens to force next (:mod:`agents.steering`): they
-    replace the sampled ones, one a step, with log-probability 0 (the steered sampler drew them
-    with certainty); every row draws its uniform number each step either way, so a steered and
-    an unsteered run share their random streams.
+    ``steer(row, tokens so far)`` guides a row's next draw (:mod:`agents.steering`): tokens to
+    force, which replace the sampled ones, one a step; or banned tokens, which when drawn are
+    drawn again from the same distribution without them (the same uniform number). Either way
+    the token is marked forced, with log-probability 0 (not the policy's free choice); every row
+    draws its uniform number each step, so a steered and an unsteered run share their random
+    streams.
     """
     import torch
 
@@ -230,17 +232,30 @@ def decode(
     scores: list[list[float]] = [[] for _ in rows]
     forced: list[list[bool]] = [[] for _ in rows]
     queued: list[list[int]] = [[] for _ in rows]
+    banned: list[frozenset[int]] = [frozenset() for _ in rows]
     for step in range(most):
         temperature = torch.tensor([rows[r].temperature for r in live], device=device)
         top_p = torch.tensor([rows[r].top_p for r in live], device=device)
-        uniform = [rngs[r].random() if rows[r].temperature > 0 else 0.0 for r in live]
-        tokens = next_tokens(logits, temperature, top_p, torch.tensor(uniform, device=device))
+        uniform = torch.tensor(
+            [rngs[r].random() if rows[r].temperature > 0 else 0.0 for r in live], device=device
+        )
+        tokens = next_tokens(logits, temperature, top_p, uniform)
         steered = [bool(queued[r]) for r in live]
         if any(steered):
             tokens = torch.tensor(
                 [queued[r].pop(0) if s else t for r, s, t in zip(live, steered, tokens.tolist(),
                  strict=True)], dtype=tokens.dtype, device=device,
             )  # fmt: skip
+        redraw = [place for place, (row, token) in enumerate(zip(live, tokens.tolist(),
+                  strict=True)) if token in banned[row]]  # fmt: skip
+        if redraw:
+            tokens = tokens.clone()
+            for place in redraw:
+                one = slice(place, place + 1)
+                allowed = logits[one].clone()
+                allowed[0, sorted(banned[live[place]])] = float("-inf")
+                tokens[place] = next_tokens(allowed, temperature[one], top_p[one], uniform[one])[0]
+                steered[place] = True
         if logprobs:
             chosen = token_logprobs(logits, temperature, top_p, tokens).tolist()
             for row, value, was_forced in zip(live, chosen, steered, strict=True):
@@ -249,8 +264,10 @@ def decode(
         for place, (row, token) in enumerate(zip(live, tokens.tolist(), strict=True)):
             generated[row].append(token)
             forced[row].append(steered[place])
-            if steer is not None and not queued[row] and not steered[place]:
-                queued[row] = steer(row, generated[row])
+            banned[row] = frozenset()
+            if steer is not None and not queued[row]:
+                guidance = steer(row, generated[row])
+                queued[row], banned[row] = list(guidance.forced), guidance.banned
             if token not in stop_ids and len(generated[row]) < rows[row].max_tokens:
                 keep.append(place)
         if not keep:

@@ -38,6 +38,18 @@ def test_anything_but_a_deal_at_a_bid_is_left_to_the_model():
     assert BIDS.forced_text("Thought: I could [DEAL] later\nTarget: 1") is None
 
 
+LEGAL = Steer(((1, "$9.50"),), active=(1, 3))
+
+
+def test_a_target_just_opened_may_not_name_an_inactive_channel_or_a_second_digit():
+    assert LEGAL.banned_digits("Thought: x\nTarget:") == frozenset("0245678 9".replace(" ", ""))
+    assert LEGAL.banned_digits("Thought: x\nTarget: buyer ") == LEGAL.banned_digits("Target: ")
+    assert LEGAL.banned_digits("Thought: x\nTarget: 3") == frozenset("0123456789")
+    assert LEGAL.banned_digits("Thought: x\nTarget: 3\n") == frozenset()  # the line is closed
+    assert LEGAL.banned_digits("Thought: I target: 2 maybe") == frozenset()  # not the field
+    assert BIDS.banned_digits("Thought: x\nTarget:") == frozenset()  # steer=deal: not guarded
+
+
 def opened(config):
     """A market whose buyers have sent their (regulated) opening bids: the seller's turn."""
     market = Market(config, make_scenario(config, load_catalog(), 5, 0))
@@ -55,6 +67,19 @@ def test_the_steer_reads_the_standing_bids_off_the_sellers_board():
     steer = steer_for(market.view("seller"))
     assert steer is not None and dict(steer.bids) == bids and len(bids) == config.num_buyers
     assert steer_for(market.view("buyer_1")) is None  # buyers are not steered
+
+
+def test_the_legal_steer_reads_the_active_channels_off_the_sellers_board():
+    config = get_preset("in-distribution")
+    market, bids = opened(config)
+    list_price = format_price(market.view("seller").products[0].list_price)
+    for _ in range(market.view("seller").per_buyer_cap):  # buyer 2's channel reaches its cap
+        market.step(f"Thought: x\nTarget: 2\nTalk: no\nAction: [SELL] {list_price}")
+        market.step(f"Thought: x\nTalk: hi\nAction: [BUY] {bids[2]}")
+    steer = steer_for(market.view("seller"), "legal")
+    assert steer is not None and steer.active == (1, 3)
+    assert steer_for(market.view("seller"), "deal").active is None
+    assert steer_for(market.view("seller"), "none") is None
 
 
 def test_steering_is_refused_for_back_ends_that_cannot_apply_it(tiny_model_dir: Path):
@@ -86,6 +111,17 @@ class AfterFirstToken(Steer):
         return " $12.34" if reply else None
 
 
+@dataclass(frozen=True)
+class NoDigits(Steer):
+    """A steer that bans every digit token at every step: the redraw plumbing."""
+
+    def banned_digits(self, reply: str) -> frozenset[str]:
+        return frozenset("0123456789")
+
+    def forced_text(self, reply: str) -> str | None:
+        return None
+
+
 @pytest.fixture
 def hf(tiny_model_dir: Path) -> Iterator[object]:
     backend = backend_from_spec("hf", str(tiny_model_dir), {"device": "cpu", "batch_size": "4"})
@@ -110,3 +146,41 @@ def test_forced_tokens_end_the_reply_and_leave_unsteered_rows_unchanged(hf) -> N
         assert mixed[seed].text[: -len(" $12.34")] == hf.tokenizer.decode(
             hf.tokenizer(plain[seed].text)["input_ids"][:1]
         )
+
+
+def test_a_banned_draw_is_drawn_again_without_the_banned_tokens_and_marked_forced(hf) -> None:
+    import numpy as np
+    import torch
+
+    from agents.backends.hf_decode import RowSampling, cache_arg, decode, prefill
+    from agents.steering import token_steer
+
+    tokenizer, model = hf.tokenizer, hf.model
+    digits = {tokenizer(d, add_special_tokens=False)["input_ids"][0] for d in "0123456789"}
+    # A prompt of digits, so that the untrained model draws digits often.
+    ids = tokenizer("7 8 9 1 2 3 4 5 6 0 7 8", add_special_tokens=False)["input_ids"]
+    arg = cache_arg(model)
+
+    def run(steer):
+        with torch.inference_mode():
+            caches, logits = zip(*(prefill(model, ids, [len(ids)], arg) for _ in range(8)),
+                                 strict=True)  # fmt: skip
+            return decode(model, caches, logits, [RowSampling(1.5, 1.0, 40)] * 8,
+                          [np.random.default_rng(s) for s in range(8)], frozenset(), arg,
+                          logprobs=True, steer=steer)  # fmt: skip
+
+    plain = run(None)
+    guarded = run(token_steer(tokenizer, [None, NoDigits(())] * 4, -1))
+    for row in (0, 2, 4, 6):  # unguarded rows: exactly as without a guarded neighbour
+        assert guarded.tokens[row] == plain.tokens[row]
+        assert not any(guarded.forced[row])
+    for row in (1, 3, 5, 7):
+        assert not digits & set(guarded.tokens[row][1:])  # the guard acts from the second draw
+        redrawn = [p for p, t in enumerate(plain.tokens[row]) if t in digits and p > 0]
+        if redrawn:  # the first digit drawn without the guard is where the guard first acts
+            first = redrawn[0]
+            assert guarded.tokens[row][:first] == plain.tokens[row][:first]
+            assert guarded.forced[row][first] and guarded.logprobs[row][first] == 0.0
+        assert all(lp == 0.0 for lp, f in zip(guarded.logprobs[row], guarded.forced[row],
+                                              strict=True) if f)  # fmt: skip
+    assert any(f for row in (1, 3, 5, 7) for f in guarded.forced[row])  # the guard acted
