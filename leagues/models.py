@@ -61,6 +61,18 @@ def base_settings(config: LeagueConfig) -> dict[str, Any]:
     })  # fmt: skip
 
 
+def tiny_settings(config: LeagueConfig) -> dict[str, Any]:
+    """Everything that shapes the built tiny model (its tokenizer, weights, copy pretraining):
+    leagues that differ only after it (the warm start, the side, the market) share it."""
+    learner = config.learner
+    return settings.to_json({"version": BASE_VERSION, "seed": base_seed(config),
+                             "tiny": learner.tiny, "use_vllm": learner.train.use_vllm})  # fmt: skip
+
+
+def _digest(value: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def base_folder(config: LeagueConfig, folder: Path) -> Path:
     """Where a league's built base (tiny model, warm start) lives: ``bases/<hash of
     base_settings>`` beside the league folder, shared by every league there with the same
@@ -68,15 +80,25 @@ def base_folder(config: LeagueConfig, folder: Path) -> Path:
     ``<folder>/warm-start``)."""
     if any((folder / name / "config.json").is_file() for name in ("tiny-model", "warm-start")):
         return folder
-    text = json.dumps(base_settings(config), sort_keys=True)
-    return folder.parent / "bases" / hashlib.sha256(text.encode()).hexdigest()[:12]
+    return folder.parent / "bases" / _digest(base_settings(config))
+
+
+def tiny_model_folder(config: LeagueConfig, folder: Path) -> Path:
+    """Where a league's built tiny model lives: ``bases/tiny-<hash of tiny_settings>`` beside
+    the league folder, shared by every league with the same tiny settings and base seed (a
+    seller and a buyer league of one recipe pay for the copy pretraining once); a tiny model
+    stored by earlier versions inside the base folder stays where it is."""
+    earlier = base_folder(config, folder) / "tiny-model"
+    if (earlier / "config.json").is_file():
+        return earlier
+    return folder.parent / "bases" / f"tiny-{_digest(tiny_settings(config))}"
 
 
 def resolve_model_path(config: LeagueConfig, folder: Path) -> tuple[Path, bool]:
     """(model folder, whether it is the tiny model to build there when absent)."""
     model = config.learner.model
     if model == TINY:
-        return base_folder(config, folder) / "tiny-model", True
+        return tiny_model_folder(config, folder), True
     path = Path(model).expanduser()
     if path.is_absolute():
         return path, False

@@ -18,7 +18,7 @@ import pytest
 
 from leagues.config import LeagueConfig
 from leagues.league import run_league
-from leagues.models import base_folder
+from leagues.models import base_folder, tiny_model_folder
 from tests.leagues.leagues import league_config
 from tournaments.store import Store
 
@@ -34,7 +34,7 @@ def test_a_nash_league_of_both_sides_trains_registers_and_rates(tmp_path):
     assert all(g["zero_advantage"].endswith("/4") for g in summary.generations)  # 2 steps x 2
     # Checkpoints are LoRA adapters over the one base: the buyer's tournament meets the seller
     # checkpoint too, and the base model is loaded once for both adapters. No merged copy.
-    base = base_folder(config, tmp_path / "files") / "tiny-model"
+    base = tiny_model_folder(config, tmp_path / "files")
     assert (
         f"both/gen-002-buyer: hf:{base}?batch_size=32: 1 model load(s), 2 adapter(s)"
         in "\n".join(lines)
@@ -272,7 +272,7 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
     def weights(run: Path) -> list[Path]:
         bases = base_folder(config, run / "runs" / "same")
         return [
-            bases / "tiny-model" / "model.safetensors",  # built and copy-pretrained
+            tiny_model_folder(config, run / "runs" / "same") / "model.safetensors",  # built
             bases / "warm-start" / "model.safetensors",  # fitted on scripted transcripts
             run / "runs" / "same" / "gen-001-seller" / "adapter" / "adapter_model.safetensors",
         ]

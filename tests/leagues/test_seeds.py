@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from leagues.config import LeagueConfig
-from leagues.models import base_folder
+from leagues.models import tiny_model_folder
 from leagues.seeds import (
     across_seeds,
     interquartile_mean,
@@ -71,8 +71,8 @@ def test_seeds_with_one_base_seed_share_one_base_and_are_summarised_together(tmp
     summaries = run_seeds(config, db, log=lambda line: None, report=False)
     assert [s.name for s in summaries] == ["rec-seed0", "rec-seed1"]
     leagues = seed_configs(config)
-    bases = {base_folder(c, tmp_path / c.folder) for c in leagues}
-    assert len(bases) == 1 and (next(iter(bases)) / "tiny-model" / "config.json").is_file()
+    bases = {tiny_model_folder(c, tmp_path / c.folder) for c in leagues}
+    assert len(bases) == 1 and (next(iter(bases)) / "config.json").is_file()
     assert len(list((tmp_path / "files" / "bases").iterdir())) == 1  # built once
     with Store.open(db, read_only=True) as store:
         summary = across_seeds(store, [c.name for c in leagues])
