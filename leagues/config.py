@@ -55,6 +55,8 @@ from tournaments.config import market_config, read_toml_table
 from tournaments.runner import EXECUTORS
 
 SIDES = ("seller", "buyer", "both", "self-play")
+LR_SCHEDULES = ("constant", "linear")
+"""Values of ``learner.lr_schedule``: the learning rate across generations."""
 PLACEMENT = ("executor", "ray_address", "workers")
 """Where a league's evaluation runs: changes no result, so it may change when a league resumes."""
 TINY = "tiny"
@@ -78,6 +80,15 @@ class LearnerConfig:
     )
     steps_per_generation: int = field(
         default=4, metadata=_help("Optimizer steps (rollout batches) per generation.")
+    )
+    lr_schedule: str = field(
+        default="constant",
+        metadata=_help(
+            "The learning rate across generations: constant (every generation trains at "
+            "train.learning_rate), or linear (generation g of G at learning_rate * (G - g + 1) / "
+            "G: full in the first, a third in the last of three; each generation's optimizer "
+            "starts afresh, so late generations refine instead of moving as far again)."
+        ),
     )
     opponents: str = field(
         default="pfsp", metadata=_help("Opponent sampling: uniform, latest, pfsp or nash.")
@@ -159,6 +170,11 @@ class LearnerConfig:
             raise ValueError(f"{where}.model must name a model folder (or 'tiny')")
         if self.side not in SIDES:
             raise ValueError(f"{where}.side must be one of {', '.join(SIDES)}, got {self.side!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(
+                f"{where}.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
+                f"got {self.lr_schedule!r}"
+            )
         if self.opponents not in META_SOLVERS:
             raise ValueError(
                 f"{where}.opponents must be one of {', '.join(META_SOLVERS)}, "
@@ -355,6 +371,15 @@ class LeagueConfig:
         ``[league.learner.train_market]`` overrides on top."""
         merged = {**self.market, **self.learner.train_market}
         return market_config(self.preset, merged, "league.learner.train_market")
+
+    def learning_rate(self, generation: int) -> float:
+        """The learning rate generation ``generation`` (1-based) trains at, by
+        ``learner.lr_schedule``."""
+        rate = float(self.learner.train.grpo["learning_rate"])
+        if self.learner.lr_schedule == "constant":
+            return rate
+        left = max(self.generations - generation + 1, 1)
+        return rate * left / self.generations
 
     @property
     def evaluation_seed(self) -> int:

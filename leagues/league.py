@@ -214,7 +214,9 @@ class LeagueRun:
             parent_adapter=Path(plan.parent_adapter) if plan.parent_adapter else None,
             rows=tuple(rows),
             market=config.train_market_config(),
-            train=learner.train,
+            train=dataclasses.replace(
+                learner.train, grpo={**learner.train.grpo, "learning_rate": config.learning_rate(g)}
+            ),
             steps=steps,
             output_dir=folder / "trainer",
             adapter_dir=folder / "adapter",
@@ -232,7 +234,8 @@ class LeagueRun:
                 f", loss {logs.get('loss', math.nan):.4f}"
             )
 
-        self.log(f"generation {g}: training the {plan.side} for {steps} steps ({len(rows)} groups)")
+        self.log(f"generation {g}: training the {plan.side} for {steps} steps ({len(rows)} groups, "
+                 f"learning rate {config.learning_rate(g):.3g})")  # fmt: skip
         train_learner(job, on_step)
         self.log(f"generation {g}: trained in {time.perf_counter() - started:.0f} s")
         return plan
@@ -256,6 +259,7 @@ class LeagueRun:
         (folder / "league.json").write_text(json.dumps({
             "league": self.name, "label": plan.label, "generation": g, "league_seed": config.seed,
             "base_seed": base_seed(config), "training_seed": training_seed(config, g),
+            "learning_rate": config.learning_rate(g),
             "config_hash": lineage["config_hash"], "base": str(self.base), "parent": plan.parent,
         }, indent=2))  # fmt: skip
         return dataclasses.replace(plan, adapter=str(adapter), checkpoint=checkpoint)

@@ -251,3 +251,17 @@ def test_the_table_keeps_grpo_fields_by_trls_names_beside_the_leagues_own(tmp_pa
     assert (train.device, train.lora.r, train.scenarios_per_step) == ("cpu", 4, 3)
     assert train.grpo["top_k"] == 20 and train.grpo["loss_type"] == "cispo"
     assert "device" not in train.grpo and "lora" not in train.grpo
+
+
+def test_a_linear_lr_schedule_steps_the_learning_rate_down_across_generations(tmp_path):
+    text = ISSUE_CONFIG.replace("generations = 2", "generations = 3")
+    constant = LeagueConfig.from_toml(write(tmp_path, text))
+    linear = LeagueConfig.from_toml(write(tmp_path, text + 'lr_schedule = "linear"\n'))
+    rate = constant.learner.train.grpo["learning_rate"]
+    assert [constant.learning_rate(g) for g in (1, 2, 3)] == [rate] * 3
+    assert [linear.learning_rate(g) for g in (1, 2, 3)] == pytest.approx(
+        [rate, rate * 2 / 3, rate / 3]
+    )
+    assert linear.learning_rate(5) == pytest.approx(rate / 3)  # resumed past the plan: the last
+    with pytest.raises(ValueError, match="lr_schedule must be one of constant, linear"):
+        LearnerConfig(model="tiny", lr_schedule="cosine")
