@@ -29,6 +29,14 @@ target the model draws itself is its own sample, trained as usual, so the learne
 whom to address among the buyers it may address. Only one-digit tokens are guarded (the tiny
 model's and Qwen's tokenizers split digits), in markets of at most nine buyers.
 
+With ``steer=protocol`` the reply's skeleton is written as well, for a seller and for a buyer:
+each line's field label, in the protocol's order (``Thought:``, ``Target:``, ``Talk:``,
+``Action:``; a buyer has no Target), is forced at the start of its line, and the turn ends after
+the Action line. A label carries no decision; a small model that drops one (``Talk: [BUY] $10``,
+no Action line) commits a format violation that teaches nothing about bargaining. Everything
+after a label stays the model's: its thought, its words, its move and its price, and the budget
+(a buyer's bid above its budget is scored -1, like a seller's below cost).
+
 Only single-product markets are steered (a multi-product DEAL also names its product). The hf
 back-end and the league's hf sampler steer; the vllm and openai back-ends refuse the option.
 """
@@ -42,11 +50,15 @@ from typing import Any, NamedTuple
 
 from arena.money import format_price
 from arena.rules import is_active
-from arena.views import SellerView
+from arena.views import BuyerView, SellerView
 
-STEERS: tuple[str, ...] = ("none", "deal", "legal")
-"""Values of the agent option ``steer``: none (plain sampling), deal (the ``[DEAL]`` price) or
-legal (the price and a target among the active channels); module docstring."""
+STEERS: tuple[str, ...] = ("none", "deal", "legal", "protocol")
+"""Values of the agent option ``steer``: none (plain sampling), deal (the ``[DEAL]`` price),
+legal (the price and a target among the active channels) or protocol (legal, and every line's
+field label; a buyer's labels too); module docstring."""
+
+SELLER_FIELDS = ("Thought", "Target", "Talk", "Action")
+BUYER_FIELDS = ("Thought", "Talk", "Action")
 
 _TARGET = re.compile(r"(?im)^[^\S\n]*\W{0,2}target\W{0,2}[^\S\n]*:[^\d\n]{0,12}([0-9]{1,3})")
 _DEAL_TAIL = re.compile(r"(?is)\baction\W{0,2}[^\S\n]*:[^\S\n]*\[deal\]([^\n]*)$")
@@ -55,13 +67,31 @@ _TARGET_OPEN = re.compile(r"(?i)^[^\S\n]*\W{0,2}target\W{0,2}[^\S\n]*:[^\d\n]{0,
 
 @dataclass(frozen=True)
 class Steer:
-    """What a seller's reply is steered to at this turn: each target's standing bid."""
+    """What a reply is steered to at this turn: each target's standing bid (a seller's), the
+    targets it may address, the field labels of its lines."""
 
     bids: tuple[tuple[int, str], ...]
     """(target number as the seller writes it, 1-based; the bid as the protocol renders it)."""
     active: tuple[int, ...] | None = None
     """Target numbers (1-based) of the active channels under ``steer=legal``; None: the target
     is the model's alone."""
+    fields: tuple[str, ...] | None = None
+    """The labels of the reply's lines, in order, forced at each line's start under
+    ``steer=protocol``; None: the model writes them."""
+
+    def forced(self, reply: str) -> tuple[str, bool] | None:
+        """(text to write next, whether the turn ends after it) for ``reply`` (the text so
+        far): the rest of a ``[DEAL]`` price, else the next line's label at a line's start, or
+        the end of the turn once every line is written; None: the model samples."""
+        price = self.forced_text(reply)
+        if price is not None:
+            return price, True
+        if self.fields is None or (reply and not reply.endswith("\n")):
+            return None
+        written = reply.count("\n")
+        if written < len(self.fields):
+            return f"{self.fields[written]}:", False
+        return "", True
 
     def banned_digits(self, reply: str) -> frozenset[str]:
         """Digits the next token may not be when ``reply`` (the text so far) has just opened
@@ -95,10 +125,15 @@ class Steer:
 
 
 def steer_for(view: Any, steer: str = "deal") -> Steer | None:
-    """The seller's steer at this view under option ``steer``: the standing bid of every
-    buyer, and for ``legal`` the active channels (None for ``none``, a buyer's view, a
-    multi-product market, or a ``deal`` steer on a board without bids)."""
-    if steer == "none" or not isinstance(view, SellerView) or len(view.products) != 1:
+    """The steer at this view under option ``steer``: a seller's gets the standing bid of every
+    buyer, for ``legal`` and ``protocol`` the active channels, for ``protocol`` its field
+    labels; a buyer's, its field labels under ``protocol`` (None for ``none``, a multi-product
+    market, a buyer under another steer, or a ``deal`` steer on a board without bids)."""
+    if steer == "none" or len(view.products) != 1:
+        return None
+    if isinstance(view, BuyerView):
+        return Steer((), fields=BUYER_FIELDS) if steer == "protocol" else None
+    if not isinstance(view, SellerView):
         return None
     bids = tuple(
         (index + 1, format_price(channel.bid))
@@ -106,9 +141,10 @@ def steer_for(view: Any, steer: str = "deal") -> Steer | None:
         if channel.bid is not None
     )
     active = None
-    if steer == "legal" and len(view.channels) <= 9:
+    if steer in ("legal", "protocol") and len(view.channels) <= 9:
         active = tuple(i + 1 for i, c in enumerate(view.channels) if is_active(c.status))
-    return Steer(bids, active) if bids or active else None
+    fields = SELLER_FIELDS if steer == "protocol" else None
+    return Steer(bids, active, fields) if bids or active or fields else None
 
 
 class Guidance(NamedTuple):
@@ -143,10 +179,11 @@ def token_steer(tokenizer: Any, steers: list[Steer | None], end_token: int) -> T
         if steer is None:
             return NO_GUIDANCE
         reply = tokenizer.decode(ids, skip_special_tokens=True)
-        text = steer.forced_text(reply)
-        if text is not None:
-            return Guidance([*tokenizer(text, add_special_tokens=False)["input_ids"], end_token],
-                            frozenset())  # fmt: skip
+        forced = steer.forced(reply)
+        if forced is not None:
+            text, ends = forced
+            tokens = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+            return Guidance([*tokens, end_token] if ends else tokens, frozenset())
         banned = frozenset(digits[d] for d in steer.banned_digits(reply) if d in digits)
         return Guidance([], banned) if banned else NO_GUIDANCE
 

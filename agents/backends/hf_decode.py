@@ -206,7 +206,8 @@ def decode(
 
     ``caches`` and ``first_logits`` come from ``prefill``; ``forward_kwargs(live)`` gives the
     extra model arguments for the rows still in the batch (their indices, in batch order).
-    ``steer(row, tokens so far)`` guides a row's next draw (:mod:`agents.steering`): tokens to
+    ``steer(row, tokens so far)``, asked before the first draw and after every token, guides a
+    row's next draw (:mod:`agents.steering`): tokens to
     force, which replace the sampled ones, one a step; or banned tokens, which when drawn are
     drawn again from the same distribution without them (the same uniform number). Either way
     the token is marked forced, with log-probability 0 (not the policy's free choice); every row
@@ -233,6 +234,10 @@ def decode(
     forced: list[list[bool]] = [[] for _ in rows]
     queued: list[list[int]] = [[] for _ in rows]
     banned: list[frozenset[int]] = [frozenset() for _ in rows]
+    if steer is not None:  # a reply may open with forced tokens (a field label)
+        for row in live:
+            guidance = steer(row, [])
+            queued[row], banned[row] = list(guidance.forced), guidance.banned
     for step in range(most):
         temperature = torch.tensor([rows[r].temperature for r in live], device=device)
         top_p = torch.tensor([rows[r].top_p for r in live], device=device)

@@ -1,7 +1,9 @@
-"""agents.steering: a [DEAL] is written at the standing bid it takes; nothing else is touched."""
+"""agents.steering: what the protocol fixes (a [DEAL] price, a legal target, the field labels) is
+written for the model; every decision stays its own."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +186,39 @@ def test_a_banned_draw_is_drawn_again_without_the_banned_tokens_and_marked_force
         assert all(lp == 0.0 for lp, f in zip(guarded.logprobs[row], guarded.forced[row],
                                               strict=True) if f)  # fmt: skip
     assert any(f for row in (1, 3, 5, 7) for f in guarded.forced[row])  # the guard acted
+
+
+SKELETON = Steer((), fields=("Thought", "Talk", "Action"))
+
+
+def test_the_protocol_steer_writes_each_lines_label_in_order_then_ends_the_turn():
+    assert SKELETON.forced("") == ("Thought:", False)
+    assert SKELETON.forced("Thought: cheap\n") == ("Talk:", False)
+    assert SKELETON.forced("Thought: cheap\nTalk: hi\n") == ("Action:", False)
+    assert SKELETON.forced("Thought: cheap\nTalk: hi\nAction: [BUY] $5.00\n") == ("", True)
+    assert SKELETON.forced("Thought: cheap\nTalk: h") is None  # mid-line: the model's
+    seller = Steer(((1, "$9.50"),), active=(1,), fields=("Thought", "Target", "Talk", "Action"))
+    assert seller.forced("Thought: x\n") == ("Target:", False)
+    assert seller.forced("Thought: x\nTarget: 1\nTalk: ok\nAction: [DEAL]") == (" $9.50", True)
+
+
+def test_a_buyer_is_steered_by_the_protocol_steer_only():
+    config = get_preset("in-distribution")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    view = market.view(market.current)  # a buyer's opening
+    assert steer_for(view, "protocol") == Steer((), fields=("Thought", "Talk", "Action"))
+    assert steer_for(view, "legal") is None and steer_for(view, "deal") is None
+
+
+def test_replies_decoded_under_the_protocol_steer_open_every_line_with_its_label(hf) -> None:
+    sampling = SamplingConfig(temperature=1.0, max_tokens=48, seed=0)
+    requests = [ChatRequest((("user", f"Offer {seed}"),),
+                            dataclasses.replace(sampling, seed=seed), steer=SKELETON)
+                for seed in range(8)]  # fmt: skip
+    replies = [r.text for r in hf.generate(requests)]
+    labels = ("Thought:", "Talk:", "Action:")
+    for text in replies:
+        lines = text.split("\n")
+        assert len(lines) <= len(labels)
+        assert all(line.startswith(label) for line, label in zip(lines, labels, strict=False))
+    assert any(len(text.split("\n")) > 1 for text in replies)  # a newline was drawn somewhere
