@@ -225,6 +225,7 @@ class LeagueRun:
             log_dir=self.folder / "logs" / folder.name,
             run_name=f"{self.name}/{folder.name}",
         )
+        claim_folder(folder, self.name, league_hash(self.store, self.name))
         started = time.perf_counter()
 
         def on_step(step: int, logs: dict[str, float]) -> None:
@@ -374,3 +375,26 @@ def run_league(
             page = write_league_report(db, folder / "report", config.name)
             log(f"report: {page}")
         return summarize(store, config, folder, page, run.labels)
+
+
+def claim_folder(folder: Path, league: str, config_hash: str) -> None:
+    """Mark a generation's folder as this league run's (``run.json``) before training into it,
+    or refuse one that another run's settings trained: a finished adapter or a trainer checkpoint
+    there would be resumed as if it were this run's (a second database beside the first, same
+    league name, other settings)."""
+    for name in ("run.json", "league.json"):
+        marker = folder / name
+        if marker.is_file():
+            stored = json.loads(marker.read_text()).get("config_hash")
+            if stored != config_hash:
+                raise ValueError(
+                    f"{folder} holds a checkpoint of league {league!r} trained with other "
+                    f"settings (config hash {stored}, this run's {config_hash}); give this run "
+                    "its own folder (league.folder, or a --db in another directory) or remove "
+                    "that folder to retrain"
+                )
+    if not (folder / "run.json").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "run.json").write_text(
+            json.dumps({"league": league, "config_hash": config_hash}, indent=2)
+        )

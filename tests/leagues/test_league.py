@@ -292,3 +292,18 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
         texts = {t.text for r in base if "lora=" not in r.seller for t in r.result.turns
                  if t.agent == "seller"}  # fmt: skip
     assert len(texts) >= 3
+
+
+def test_a_generation_folder_trained_by_another_runs_settings_is_refused_not_resumed(tmp_path):
+    from leagues.league import claim_folder
+
+    folder = tmp_path / "runs" / "same" / "gen-001-seller"
+    claim_folder(folder, "same", "aaaa")  # first run: claims the folder
+    claim_folder(folder, "same", "aaaa")  # the same run resumed: fine
+    with pytest.raises(ValueError, match=r"gen-001-seller holds a checkpoint .* other settings"):
+        claim_folder(folder, "same", "bbbb")  # a second database, other settings
+    finished = tmp_path / "older" / "gen-001-seller"  # written before run.json existed
+    finished.mkdir(parents=True)
+    (finished / "league.json").write_text(json.dumps({"config_hash": "aaaa"}))
+    with pytest.raises(ValueError, match="config hash aaaa, this run's bbbb"):
+        claim_folder(finished, "same", "bbbb")
