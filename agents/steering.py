@@ -31,11 +31,12 @@ model's and Qwen's tokenizers split digits), in markets of at most nine buyers.
 
 With ``steer=protocol`` the reply's skeleton is written as well, for a seller and for a buyer:
 each line's field label, in the protocol's order (``Thought:``, ``Target:``, ``Talk:``,
-``Action:``; a buyer has no Target), is forced at the start of its line, and the turn ends after
-the Action line. A label carries no decision; a small model that drops one (``Talk: [BUY] $10``,
-no Action line) commits a format violation that teaches nothing about bargaining. Everything
-after a label stays the model's: its thought, its words, its move and its price, and the budget
-(a buyer's bid above its budget is scored -1, like a seller's below cost).
+``Action:``; a buyer has no Target), is forced at the start of its line; the turn cannot end
+before its Action line (its end-of-turn tokens are banned until then) and ends after it. A label
+carries no decision; a small model that drops one (``Talk: [BUY] $10``, no Action line) commits
+a format violation that teaches nothing about bargaining. Everything after a label stays the
+model's: its thought, its words, its move and its price, and the budget (a buyer's bid above its
+budget is scored -1, like a seller's below cost).
 
 Only single-product markets are steered (a multi-product DEAL also names its product). The hf
 back-end and the league's hf sampler steer; the vllm and openai back-ends refuse the option.
@@ -92,6 +93,11 @@ class Steer:
         if written < len(self.fields):
             return f"{self.fields[written]}:", False
         return "", True
+
+    def unfinished(self, reply: str) -> bool:
+        """Whether ``reply`` still lacks some of its lines under ``steer=protocol`` (the turn
+        may not end yet: its end-of-turn tokens are banned)."""
+        return self.fields is not None and reply.count("\n") < len(self.fields) - 1
 
     def banned_digits(self, reply: str) -> frozenset[str]:
         """Digits the next token may not be when ``reply`` (the text so far) has just opened
@@ -162,10 +168,15 @@ TokenSteer = Callable[[int, list[int]], Guidance]
 """(row, the row's tokens so far) -> its guidance for the next draw."""
 
 
-def token_steer(tokenizer: Any, steers: list[Steer | None], end_token: int) -> TokenSteer | None:
+def token_steer(
+    tokenizer: Any,
+    steers: list[Steer | None],
+    end_token: int,
+    stop_ids: frozenset[int] = frozenset(),
+) -> TokenSteer | None:
     """The decoding loop's steer for a batch of rows (None when no row is steered): the forced
-    rest of a ``[DEAL]`` price, tokenized, then ``end_token`` to close the turn; and the digit
-    tokens a target may not take."""
+    rest of a ``[DEAL]`` price, tokenized, then ``end_token`` to close the turn; a line's label;
+    the digit tokens a target may not take; and ``stop_ids`` while lines are missing."""
     if all(steer is None for steer in steers):
         return None
     digits = {}
@@ -185,6 +196,8 @@ def token_steer(tokenizer: Any, steers: list[Steer | None], end_token: int) -> T
             tokens = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
             return Guidance([*tokens, end_token] if ends else tokens, frozenset())
         banned = frozenset(digits[d] for d in steer.banned_digits(reply) if d in digits)
+        if steer.unfinished(reply):
+            banned |= stop_ids
         return Guidance([], banned) if banned else NO_GUIDANCE
 
     return guide

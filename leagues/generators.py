@@ -164,7 +164,7 @@ class HFGenerator:
                     self.stop_ids,
                     self.arg,
                     logprobs=True,
-                    steer=token_steer(self.tokenizer, steers, self.end_token),
+                    steer=token_steer(self.tokenizer, steers, self.end_token, self.stop_ids),
                 )
                 out.extend(
                     cut_at_stop(ids, lps, self.stop_ids, forced)

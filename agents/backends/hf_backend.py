@@ -411,6 +411,8 @@ class HFBackend:
                 self.stop_ids,
                 self._cache_arg,
                 lambda live: self._adapter_kwargs([requests[r] for r in live]),
-                steer=token_steer(self.tokenizer, [r.steer for r in requests], self.end_token),
+                steer=token_steer(
+                    self.tokenizer, [r.steer for r in requests], self.end_token, self.stop_ids
+                ),
             ).tokens
         return list(zip(generated, reused, strict=True))

@@ -197,6 +197,8 @@ def test_the_protocol_steer_writes_each_lines_label_in_order_then_ends_the_turn(
     assert SKELETON.forced("Thought: cheap\nTalk: hi\n") == ("Action:", False)
     assert SKELETON.forced("Thought: cheap\nTalk: hi\nAction: [BUY] $5.00\n") == ("", True)
     assert SKELETON.forced("Thought: cheap\nTalk: h") is None  # mid-line: the model's
+    assert SKELETON.unfinished("Thought: cheap\nTalk: h")  # no Action line yet: may not end
+    assert not SKELETON.unfinished("Thought: cheap\nTalk: hi\nAction: [B")
     seller = Steer(((1, "$9.50"),), active=(1,), fields=("Thought", "Target", "Talk", "Action"))
     assert seller.forced("Thought: x\n") == ("Target:", False)
     assert seller.forced("Thought: x\nTarget: 1\nTalk: ok\nAction: [DEAL]") == (" $9.50", True)
@@ -217,8 +219,10 @@ def test_replies_decoded_under_the_protocol_steer_open_every_line_with_its_label
                 for seed in range(8)]  # fmt: skip
     replies = [r.text for r in hf.generate(requests)]
     labels = ("Thought:", "Talk:", "Action:")
-    for text in replies:
+    for text, reply in zip(replies, hf.generate(requests), strict=True):
         lines = text.split("\n")
         assert len(lines) <= len(labels)
+        # A reply ends early only at its token limit, never by an end token before Action.
+        assert len(lines) == len(labels) or reply.tokens_out == sampling.max_tokens
         assert all(line.startswith(label) for line, label in zip(lines, labels, strict=False))
     assert any(len(text.split("\n")) > 1 for text in replies)  # a newline was drawn somewhere
