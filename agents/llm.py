@@ -103,8 +103,9 @@ class LLMAgentConfig:
         default="none",
         metadata={
             "help": "Steered decoding: none; deal (a seller's [DEAL] is written at the "
-            "standing bid it takes); or legal (deal, and the seller's target kept among the "
-            "active channels); agents.steering. hf back-end only."
+            "standing bid it takes); legal (deal, and the seller's target kept among the "
+            "active channels); or protocol (legal, and every line's field label, for a buyer "
+            "too); agents.steering. hf back-end only."
         },
     )
 

@@ -107,8 +107,9 @@ class LearnerConfig:
         default="none",
         metadata=_help(
             "Steered decoding of the learner, in training and evaluation: none; deal (a "
-            "seller's [DEAL] is written at the standing bid it takes); or legal (deal, and a "
-            "target drawn at an inactive channel is drawn again among the active ones). Forced "
+            "seller's [DEAL] is written at the standing bid it takes); legal (deal, and a "
+            "target drawn at an inactive channel is drawn again among the active ones); or "
+            "protocol (legal, and every line's field label, a buyer's too). Forced "
             "tokens carry no loss; the cost floor stays the learner's to learn; "
             "agents.steering. hf only."
         ),
