@@ -217,12 +217,12 @@ def test_replies_decoded_under_the_protocol_steer_open_every_line_with_its_label
     requests = [ChatRequest((("user", f"Offer {seed}"),),
                             dataclasses.replace(sampling, seed=seed), steer=SKELETON)
                 for seed in range(8)]  # fmt: skip
-    replies = [r.text for r in hf.generate(requests)]
+    replies = hf.generate(requests)
     labels = ("Thought:", "Talk:", "Action:")
-    for text, reply in zip(replies, hf.generate(requests), strict=True):
-        lines = text.split("\n")
+    for reply in replies:
+        lines = reply.text.split("\n")
         assert len(lines) <= len(labels)
         # A reply ends early only at its token limit, never by an end token before Action.
         assert len(lines) == len(labels) or reply.tokens_out == sampling.max_tokens
         assert all(line.startswith(label) for line, label in zip(lines, labels, strict=False))
-    assert any(len(text.split("\n")) > 1 for text in replies)  # a newline was drawn somewhere
+    assert any(len(r.text.split("\n")) > 1 for r in replies)  # a newline was drawn somewhere
