@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from agents.backends.base import Completion
+from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_backend import load_tokenizer
 from agents.base import EpisodeContext, View
 from agents.driver import Episode, Replay, Transcript
@@ -303,7 +304,10 @@ def fit_on_transcripts(
     losses: list[float] = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(fit.seed)
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        # each padded row's span as one causal flash call (agents.backends.hf_attention)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=torch.float32, attn_implementation=register_attention()
+        )
         limit = fit.max_length or int(getattr(model.config, "max_position_embeddings", 2048))
         encoded = [encode_chat(tokenizer, chat, limit) for _, chat in chats]
         model.train()

@@ -37,9 +37,9 @@ from leagues.trainer import check_model_folder, load_chat_tokenizer, save_atomic
 
 Log = Callable[[str], None]
 VLLM_MIN_HEAD_SIZE = 32
-BASE_VERSION = 1
+BASE_VERSION = 2
 """Bump when the code that builds a base changes what it builds: old shared bases are not
-reused then."""
+reused then. 2 (2026-12-02): copy pretraining and the warm start attend by flash spans."""
 
 
 def base_seed(config: LeagueConfig) -> int:

@@ -214,8 +214,8 @@ def load_policy_model(job: TrainJob, device: str, dtype: str) -> tuple[Any, Any]
     from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM
 
-    # On CPU, a prefill segment after a stream's cached tokens runs as unmasked flash attention
-    # (agents.backends.hf_attention); everything else, training included, as SDPA.
+    # On CPU, the loss's padded streams and a prefill segment after a stream's cached tokens run
+    # as unmasked flash attention (agents.backends.hf_attention); decoding steps as masked SDPA.
     attention = {"attn_implementation": register_attention()} if device == "cpu" else {}
     base = AutoModelForCausalLM.from_pretrained(
         str(job.base_model), dtype=getattr(torch, dtype), **attention

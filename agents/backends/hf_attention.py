@@ -1,4 +1,4 @@
-"""The hf back-end's attention on CPU: a prefill segment after cached tokens without a mask.
+"""The hf back-end's and the trainer's attention on CPU: flash kernels where SDPA would take a mask.
 
 When a prompt is prefilled after cached tokens (a conversation's next turn, ``kv_reuse``), its
 queries see every cached key and their own segment causally. transformers hands SDPA that as an
@@ -6,12 +6,21 @@ explicit (segment x all keys) boolean mask, which sends PyTorch's CPU kernel dow
 measured 1.5-2x slower than the unmasked flash kernel. Here such a segment is two flash calls, all
 cached keys without a mask and its own keys with ``is_causal``, merged by their log-sum-exps: the
 same attention, bit for bit the same whenever the same segments are computed (which is what makes
-conversation reuse exact). Decoding steps of a padded batch keep SDPA with the mask, given as
-additive floats (measured ~20% faster than boolean on CPU).
+conversation reuse exact).
 
-Registered with transformers' attention and mask interfaces as ``ATTENTION`` and used only by the
-hf back-end's own model, whose single-row prefill never pads; anything else (GPU tensors, batches
-of several rows, dropout, sliding-window layers) goes to transformers' own SDPA function.
+A padded batch without a cache (the trainer's loss over streams whose prompts are left-padded
+and completions right-padded; a batched prefill) has one contiguous span of real tokens per row,
+each attending causally within its span. transformers hands SDPA that as a (rows x q x keys)
+boolean mask, and PyTorch's CPU kernel then materialises every row's score matrix (its math path;
+18.5% of a GRPO step, docs/performance.md). Here each row's span is one causal flash call
+(autograd included), padding positions output zeros: the same attention for every real token,
+since no real query ever sees a padding key. :func:`padded_spans` reads the spans off the mask and
+checks the mask is exactly that; any other mask keeps SDPA.
+
+Decoding steps of a padded batch keep SDPA with the mask, given as additive floats (measured ~20%
+faster than boolean on CPU). Registered with transformers' attention and mask interfaces as
+``ATTENTION``; anything else (GPU tensors, dropout, sliding-window layers) goes to transformers'
+own SDPA function.
 """
 
 from __future__ import annotations
@@ -39,7 +48,11 @@ def segment_attention(
     q_length, kv_length = query.shape[2], key.shape[2]
     one_row_after_cache = query.shape[0] == 1 and 1 < q_length < kv_length
     windowed = kwargs.get("sliding_window") is not None
-    if query.device.type != "cpu" or dropout or windowed or not one_row_after_cache:
+    plain = query.device.type == "cpu" and not dropout and not windowed
+    spans = padded_spans(attention_mask) if plain and q_length == kv_length > 1 else None
+    if spans is not None:
+        return span_attention(module, query, key, value, spans, scaling), None
+    if not plain or not one_row_after_cache:
         cpu_mask = query.device.type == "cpu" and attention_mask is not None
         if cpu_mask and attention_mask.dtype == torch.bool:
             additive = torch.zeros(attention_mask.shape, dtype=query.dtype)
@@ -61,6 +74,58 @@ def segment_attention(
     own_weight = (own_lse - top).exp().unsqueeze(-1)
     output = (past * past_weight + own * own_weight) / (past_weight + own_weight)
     return output.to(query.dtype).transpose(1, 2).contiguous(), None
+
+
+def padded_spans(attention_mask: Any) -> list[tuple[int, int]] | None:
+    """Each row's (start, end) of real tokens when ``attention_mask`` (rows, 1, n, n; boolean or
+    additive) is causal attention within one contiguous span per row, else None."""
+    import torch
+
+    if attention_mask is None or attention_mask.dim() != 4 or attention_mask.shape[1] != 1:
+        return None
+    allowed = (
+        attention_mask[:, 0] if attention_mask.dtype == torch.bool else attention_mask[:, 0] == 0
+    )
+    n, keys = allowed.shape[1:]
+    if n != keys:
+        return None
+    real = allowed[:, -1]  # under causal padding masks the last query sees exactly the real keys
+    count = real.sum(-1)
+    start = real.to(torch.int8).argmax(-1)
+    where = torch.arange(n)
+    if not torch.equal(real, (where >= start[:, None]) & (where < (start + count)[:, None])):
+        return None
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    expected = causal & real[:, None, :]
+    queries = real[:, :, None]  # what a padding query sees does not matter
+    if not torch.equal(allowed & queries, expected & queries):
+        return None
+    return list(zip(start.tolist(), (start + count).tolist(), strict=True))
+
+
+def span_attention(
+    module: Any, query: Any, key: Any, value: Any, spans: list[tuple[int, int]], scaling: Any
+) -> Any:
+    """(rows, n, heads, dim): each row's span attends causally to itself by one flash call."""
+    import torch
+    from torch.nn.functional import pad, scaled_dot_product_attention
+    from transformers.integrations.sdpa_attention import repeat_kv
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    n = query.shape[2]
+    rows = []
+    for row, (start, end) in enumerate(spans):
+        if end <= start:
+            rows.append(query.new_zeros(query.shape[1:]))
+            continue
+        part = slice(row, row + 1), slice(None), slice(start, end)
+        own = scaled_dot_product_attention(
+            query[part], key[part], value[part], is_causal=True, scale=scaling
+        )
+        rows.append(pad(own[0], (0, 0, start, n - end)))
+    return torch.stack(rows).transpose(1, 2).contiguous()
 
 
 def register() -> str:

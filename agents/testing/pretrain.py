@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_backend import load_tokenizer
 
 FILLER = [
@@ -146,7 +147,10 @@ def pretrain_copying(
     rng = np.random.default_rng(config.seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        # each padded row's span as one causal flash call (agents.backends.hf_attention)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=torch.float32, attn_implementation=register_attention()
+        )
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
         for step in range(config.steps):
