@@ -300,7 +300,7 @@ def check_grpo(train: TrainConfig) -> None:
     try:
         league_grpo_config(train, **_PROBE)
     except (ValueError, TypeError, NotImplementedError) as exc:
-        raise ValueError(f"{WHERE}: trl.GRPOConfig refuses these settings: {exc}") from None
+        raise SettingsError(f"{WHERE}: trl.GRPOConfig refuses these settings: {exc}") from None
 
 
 _PROBE = {"output_dir": "league-check", "max_steps": 1, "use_cpu": True, "report_to": "none",

@@ -222,6 +222,14 @@ def test_a_value_trls_grpo_config_refuses_is_an_error_through_trls_own_check(tab
         TrainConfig.from_dict(table)
 
 
+def test_trls_refusal_read_from_a_league_file_names_the_table_once(tmp_path):
+    text = ISSUE_CONFIG + "\n[league.learner.train]\nnum_generations = 3\n"
+    with pytest.raises(ValueError) as error:
+        LeagueConfig.from_toml(write(tmp_path, text))
+    assert str(error.value).count("league.learner.train") == 1, str(error.value)
+    assert "trl.GRPOConfig refuses these settings" in str(error.value)
+
+
 @pytest.mark.parametrize("key", ["seed", "output_dir", "shuffle_dataset", "bf16", "max_steps"])
 def test_a_grpo_field_the_league_sets_is_refused_with_the_reason(tmp_path, key):
     text = ISSUE_CONFIG + f"[league.learner.train]\n{key} = 1\n"
