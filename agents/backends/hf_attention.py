@@ -50,7 +50,7 @@ def segment_attention(
     windowed = kwargs.get("sliding_window") is not None
     plain = query.device.type == "cpu" and not dropout and not windowed
     spans = padded_spans(attention_mask) if plain and q_length == kv_length > 1 else None
-    if spans is not None:
+    if spans is not None and len(spans) == query.shape[0]:  # a broadcast mask keeps SDPA
         return span_attention(module, query, key, value, spans, scaling), None
     if not plain or not one_row_after_cache:
         cpu_mask = query.device.type == "cpu" and attention_mask is not None

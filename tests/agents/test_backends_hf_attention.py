@@ -87,6 +87,16 @@ def test_the_spans_are_read_only_off_masks_that_are_causal_within_one_span_per_r
     assert padded_spans(after_cache) is None
 
 
+def test_a_mask_broadcast_over_the_batch_keeps_sdpa_and_its_result() -> None:
+    generator = torch.Generator().manual_seed(4)
+    query = torch.randn(3, 4, 6, 32, generator=generator)
+    key, value = (torch.randn(3, 2, 6, 32, generator=generator) for _ in "kv")
+    mask = padded_mask([(0, 6)], 6)  # one row of mask for three rows of queries
+    output, _ = segment_attention(Layer(), query, key, value, mask, scaling=32**-0.5)
+    assert output.shape == (3, 6, 4, 32)
+    assert torch.allclose(output, reference(query, key, value, mask), atol=1e-6)
+
+
 def test_a_tiny_models_padded_batch_gives_each_row_the_logits_it_gets_alone(tmp_path) -> None:
     from transformers import AutoModelForCausalLM
 
