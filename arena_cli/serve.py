@@ -112,6 +112,9 @@ def serve(
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2 if not isinstance(exc, ServerError) else 1) from None
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Ctrl-C stops the server even where SIGINT came in ignored (a command started with `&`
+    # from a script, whose children inherit the ignore across exec).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     base = config.served_model_name or model
     console.print(f"ready: base_url {server.base_url} (pid {server.pid}, log {server.log_path})")
     for name in (base, *(name for name, _ in config.lora_modules)):

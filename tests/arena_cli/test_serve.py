@@ -109,9 +109,12 @@ def test_arena_serve_carries_an_eval_of_openai_agents_and_stops_on_ctrl_c(
         "--engine", "dtype=float32&enforce_eager=true&kv_cache_gib=0.25",
         "--log-file", str(tmp_path / "server.log"),
     ]  # fmt: skip
+    # Started as `arena serve ... &` from a script is: SIGINT arrives ignored (inherited across
+    # exec), and Ctrl-C (SIGINT) must still stop it.
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    )
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
     output = Output(process)
     pid = None
     try:
