@@ -53,13 +53,11 @@ from tournaments.runner import run_tournament
 @contextlib.contextmanager
 def attention(name: str) -> Iterator[None]:
     """``before``: padded batches through SDPA's mask, as before the flash spans."""
-    spans = hf_attention.padded_spans
-    if name == "before":
-        hf_attention.padded_spans = lambda _mask: None
+    previous = hf_attention.use_spans(name != "before")
     try:
         yield
     finally:
-        hf_attention.padded_spans = spans
+        hf_attention.use_spans(previous)
 
 
 def base_step_times(config: LeagueConfig, out: Path, steps: int) -> dict[str, dict[str, float]]:

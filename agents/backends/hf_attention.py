@@ -15,7 +15,10 @@ boolean mask, and PyTorch's CPU kernel then materialises every row's score matri
 18.5% of a GRPO step, docs/performance.md). Here each row's span is one causal flash call
 (autograd included), padding positions output zeros: the same attention for every real token,
 since no real query ever sees a padding key. :func:`padded_spans` reads the spans off the mask and
-checks the mask is exactly that; any other mask keeps SDPA.
+checks the mask is exactly that; any other mask keeps SDPA. transformers hands every layer of one
+forward the same mask tensor, so the spans are read once per forward (:func:`_spans_of`), not once
+per layer. ``use_spans(False)`` turns the span path off (padded batches through SDPA's mask, as
+before it existed): ``benchmarks/bench_speed.py`` measures the two side by side.
 
 Decoding steps of a padded batch keep SDPA with the mask, given as additive floats (measured ~20%
 faster than boolean on CPU). Registered with transformers' attention and mask interfaces as
@@ -29,6 +32,28 @@ from typing import Any
 
 ATTENTION = "arena_cpu_segments"
 _registered = False
+_spans_enabled = True
+_last_spans: tuple[Any, list[tuple[int, int]] | None] = (None, None)
+"""(mask, its spans) of the last padded batch: the mask is held so its identity stays unique."""
+
+
+def use_spans(enabled: bool) -> bool:
+    """Turn the flash-span path for padded batches on or off; returns the previous setting."""
+    global _spans_enabled
+    previous, _spans_enabled = _spans_enabled, enabled
+    return previous
+
+
+def _spans_of(attention_mask: Any) -> list[tuple[int, int]] | None:
+    """:func:`padded_spans` of ``attention_mask``, read once for the layers of one forward."""
+    global _last_spans
+    if not _spans_enabled:
+        return None
+    mask, spans = _last_spans  # one read: another thread may replace the pair meanwhile
+    if mask is not attention_mask:
+        spans = padded_spans(attention_mask)
+        _last_spans = (attention_mask, spans)
+    return spans
 
 
 def segment_attention(
@@ -49,7 +74,7 @@ def segment_attention(
     one_row_after_cache = query.shape[0] == 1 and 1 < q_length < kv_length
     windowed = kwargs.get("sliding_window") is not None
     plain = query.device.type == "cpu" and not dropout and not windowed
-    spans = padded_spans(attention_mask) if plain and q_length == kv_length > 1 else None
+    spans = _spans_of(attention_mask) if plain and q_length == kv_length > 1 else None
     if spans is not None and len(spans) == query.shape[0]:  # a broadcast mask keeps SDPA
         return span_attention(module, query, key, value, spans, scaling), None
     if not plain or not one_row_after_cache:

@@ -117,3 +117,39 @@ def test_a_tiny_models_padded_batch_gives_each_row_the_logits_it_gets_alone(tmp_
             positions = torch.arange(start, end)[None]  # the batch's positions for this row
             alone = model(input_ids=ids[row : row + 1, start:end], position_ids=positions).logits
             assert torch.allclose(batch[row, start:end], alone[0], atol=1e-5)
+
+
+def test_one_forward_reads_the_spans_once_and_use_spans_false_gives_sdpa_the_same_logits(
+    tmp_path, monkeypatch
+) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from agents.backends import hf_attention
+    from agents.testing.tiny_model import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "tiny", seed=0)
+    attention_name = hf_attention.register()
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=attention_name)
+    assert model.config.num_hidden_layers > 1
+    calls = []
+
+    def counted(mask):
+        calls.append(mask)
+        return padded_spans(mask)
+
+    monkeypatch.setattr(hf_attention, "padded_spans", counted)
+    ids = torch.randint(5, 1000, (2, 24), generator=torch.Generator().manual_seed(5))
+    attention = torch.ones(2, 24, dtype=torch.long)
+    attention[1, :6] = 0  # left padding: a padded batch without a cache
+    with torch.no_grad():
+        spans = model(input_ids=ids, attention_mask=attention).logits
+        assert len(calls) == 1  # every layer got the same mask: read once
+        previous = hf_attention.use_spans(False)
+        try:
+            sdpa = model(input_ids=ids, attention_mask=attention).logits
+        finally:
+            hf_attention.use_spans(previous)
+    assert len(calls) == 1  # switched off: the spans are not read at all
+    assert previous is True
+    assert torch.allclose(spans[0], sdpa[0], atol=1e-5)
+    assert torch.allclose(spans[1, 6:], sdpa[1, 6:], atol=1e-5)
