@@ -126,6 +126,11 @@ def episode_buyer_rewards(record: EpisodeRecord) -> list[float]:
     return [record.result.buyer_rewards[d.buyer] for d in record.result.deals]
 
 
+def episode_buyer_violation(record: EpisodeRecord) -> float:
+    """1 if a buyer's violation ended the episode (Sec 3.2; seed 003: a bid above the budget)."""
+    return float(record.result.violation_by == "buyer")
+
+
 def episode_buyer_side_reward(record: EpisodeRecord) -> float:
     """The buyer side's reward: the mean buyer reward over all slots (buyers without a deal
     count 0, a penalised violator -1; Section 13.2 rewards)."""

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from arena.buyer_metrics import episode_buyer_side_reward
+from arena.buyer_metrics import episode_buyer_side_reward, episode_buyer_violation
 from arena.estimates import estimate
 from arena.metrics import episode_deal, episode_deal_on_top_buyer, episode_violation
 from arena.records import EpisodeRecord
@@ -34,9 +34,11 @@ FIGURES: dict[str, dict[str, EpisodeMetric]] = {
         "reward": episode_buyer_side_reward,
         "deal_rate": episode_deal,
         "top_buyer_rate": episode_deal_on_top_buyer,
+        "violation_rate": episode_buyer_violation,
     },
 }
-"""Held-out figures per role (the top-buyer rate counts deals only)."""
+"""Held-out figures per role (the top-buyer rate counts deals only; a role's violation rate
+counts the episodes its own side ended by a violation)."""
 
 GAIN_TARGET = 0.10
 """The last checkpoint's paired held-out reward gain over its base that counts as learning."""

@@ -134,7 +134,7 @@ def across_seeds(
             for name in (per_seed[0]["targets"] if per_seed else {})
         },
     }
-    if role == "seller":
+    if all("violation_rate" in s["last"] for s in per_seed):
         summary["violation_rate"] = interval_across_runs(
             [s["last"]["violation_rate"]["mean"] for s in per_seed]
         )

@@ -81,3 +81,18 @@ def test_buyer_lineup_must_name_every_slot():
     broken = record(buyers=("scripted:time",))
     with pytest.raises(ValueError, match=r"record\.buyers must name every buyer slot"):
         buyer_metrics.buyer_first_offer_ratio([broken])
+
+
+def test_a_buyer_violation_counts_for_the_buyer_side_and_a_seller_violation_does_not():
+    import dataclasses
+
+    seller_slip = record(violation="below_cost")
+    buyer_slip = dataclasses.replace(
+        seller_slip,
+        result=dataclasses.replace(
+            seller_slip.result, violation="over_budget", violation_by="buyer"
+        ),
+    )
+    assert buyer_metrics.episode_buyer_violation(buyer_slip) == 1.0
+    assert buyer_metrics.episode_buyer_violation(seller_slip) == 0.0
+    assert buyer_metrics.episode_buyer_violation(record(deal=(1, 30.0))) == 0.0
