@@ -129,6 +129,9 @@ class VLLMServer:
         self.url = f"http://{host}:{port}"
         self.base_url = f"{self.url}/v1"
         self.log_path = log_path
+        self.stopped = False
+        """Set once :meth:`stop` has ended the group: a second stop (Ctrl-C in :meth:`wait`, then
+        the caller's ``finally``) returns at once instead of waiting on stragglers again."""
 
     def __enter__(self) -> VLLMServer:
         return self
@@ -182,6 +185,8 @@ class VLLMServer:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM the process group, SIGKILL whatever is left after ``timeout``; idempotent."""
+        if self.stopped:
+            return
         try:
             os.killpg(self.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -193,6 +198,7 @@ class VLLMServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
         self.process.wait()
+        self.stopped = True
 
 
 def _group_alive(pgid: int, leader: subprocess.Popen) -> bool:

@@ -12,6 +12,7 @@ from agents.backends.vllm_backend import VLLMConfig
 from agents.backends.vllm_server import (
     ServerConfig,
     ServerError,
+    VLLMServer,
     cli_flags,
     server_command,
     start_vllm_server,
@@ -94,6 +95,29 @@ def test_a_server_that_cannot_start_fails_with_its_last_log_lines(tmp_path: Path
     assert "no-such-architecture" in str(failure.value)  # the server's own words
     with pytest.raises(ServerError, match=r"not ready after 1 s \(stopped it\)"):
         start_vllm_server(ServerConfig(str(broken), startup_timeout=1))
+
+
+def test_a_second_stop_returns_at_once_without_signalling_the_group_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    process = subprocess.Popen([sys.executable, "-c", stubborn], start_new_session=True)
+    time.sleep(0.5)  # let it install its handler
+    server = VLLMServer(process, "127.0.0.1", 1, tmp_path / "server.log")
+    server.stop(timeout=0.5)  # SIGTERM ignored: SIGKILL after 0.5 s
+    assert process.returncode is not None and server.stopped
+
+    def no_signals(*args: object) -> None:
+        raise AssertionError(f"stop() signalled the group again: killpg{args}")
+
+    monkeypatch.setattr(os, "killpg", no_signals)
+    started = time.monotonic()
+    server.stop()  # Ctrl-C stopped it in wait(); the command's finally stops it again
+    assert time.monotonic() - started < 0.1
 
 
 @needs_vllm
