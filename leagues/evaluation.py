@@ -37,8 +37,9 @@ FIGURES: dict[str, dict[str, EpisodeMetric]] = {
         "violation_rate": episode_buyer_violation,
     },
 }
-"""Held-out figures per role (the top-buyer rate counts deals only; a role's violation rate
-counts the episodes its own side ended by a violation)."""
+"""Held-out figures per role (the top-buyer rate counts deals only). The seller's violation rate
+counts every episode a violation ended (its own, or a penalised buyer's: Sec 3.2); the buyer's
+only those its own side ended."""
 
 GAIN_TARGET = 0.10
 """The last checkpoint's paired held-out reward gain over its base that counts as learning."""

@@ -89,9 +89,7 @@ def test_a_buyer_violation_counts_for_the_buyer_side_and_a_seller_violation_does
     seller_slip = record(violation="below_cost")
     buyer_slip = dataclasses.replace(
         seller_slip,
-        result=dataclasses.replace(
-            seller_slip.result, violation="over_budget", violation_by="buyer"
-        ),
+        result=dataclasses.replace(seller_slip.result, violation="buyer", violation_by="buyer"),
     )
     assert buyer_metrics.episode_buyer_violation(buyer_slip) == 1.0
     assert buyer_metrics.episode_buyer_violation(seller_slip) == 0.0
