@@ -40,6 +40,7 @@ writes a database at a time: a league or tournament run on a file in use stops a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -83,6 +84,7 @@ from tournaments.config import TournamentConfig
 from tournaments.leaderboard import default_anchor, leaderboard
 from tournaments.lock import writer_lock
 from tournaments.ratings import RatingConfig
+from tournaments.ray_pool import ActorPool
 from tournaments.runner import run_tournament
 from tournaments.store import Store
 
@@ -123,6 +125,8 @@ class LeagueRun:
     base: Path
     log: Log
     labels: dict[str, str] = field(default_factory=dict)
+    actor_pool: ActorPool | None = None
+    """``executor = "ray"``: the actors every evaluation round plays on (models loaded once)."""
 
     @property
     def name(self) -> str:
@@ -290,8 +294,7 @@ class LeagueRun:
             chunk = max(EVAL_CHUNK, self.config.learner.eval_batch_size)
             summary = run_tournament(
                 tournament, self.store, workers=self.config.workers, progress=False,
-                chunk_size=chunk, executor=self.config.executor,
-                ray_address=self.config.ray_address or None,
+                chunk_size=chunk, executor=self.config.executor, actor_pool=self.actor_pool,
             )  # fmt: skip
             for note in summary.notes:  # the ray executor's actors, loads and lost workers
                 self.log(f"{tournament.name}: {note}")
@@ -355,7 +358,9 @@ def run_league(
     db = Path(db_path)
     folder = league_folder(config, db)
     # The database's writer lock first: a second run on the file stops before any work.
-    with writer_lock(db, f"league {config.name}"), Store.open(db) as store:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(writer_lock(db, f"league {config.name}"))
+        store = stack.enter_context(Store.open(db))
         folder.mkdir(parents=True, exist_ok=True)
         if config.cpu_threads:
             import torch
@@ -366,6 +371,10 @@ def run_league(
         if config.learner.train.use_vllm:
             check_sampler_model(base, resolve_device(config.learner.train)[0] == "cpu")
         run = LeagueRun(config, store, folder, base, log)
+        if config.executor == "ray":  # one pool for every round: its actors stay loaded
+            run.actor_pool = stack.enter_context(
+                ActorPool.open(config.ray_address or None, config.workers)
+            )
         run.label_all()
         run.setup()
         for g in range(1, config.generations + 1):

@@ -9,7 +9,9 @@ actors of that group (``workers`` of them, or fewer when there are fewer chunks)
 Ray worker process holding the group's back-ends in the process-wide back-end cache
 (:func:`agents.backends.get_backend`), so a model is loaded once per actor, not once per chunk,
 and the chunk is played by the project's one episode driver (:func:`agents.engine.play_matches`,
-through the runner's ``play_chunk``), its requests batched across the chunk's episodes.
+through the runner's ``play_chunk``), its requests batched across the chunk's episodes. The
+actors live in an :class:`ActorPool`, which a caller may keep across runs: a league keeps one
+for all its evaluation rounds, so each actor loads the base model once for the whole league.
 
 Resources are declared per group (:func:`actor_resources`): ``num_gpus=1`` for a GPU engine
 (vLLM, or hf on ``cuda``; ``device=auto`` when the cluster has a GPU), CPUs otherwise (hf's
@@ -30,9 +32,11 @@ Ray is imported inside the functions (it is an optional dependency).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,9 +95,10 @@ class ModelActor:
     def play(self, task: Callable[[Sequence[Match]], Any], chunk: Sequence[Match]) -> Any:
         return task(chunk)
 
-    def loads(self) -> dict[str, int]:
-        """Models this process has loaded, per back-end key."""
-        return {b.key: b.stats.model_loads for b in open_backends()}
+    def loads(self) -> tuple[int, dict[str, int]]:
+        """(process id, models this process has loaded per back-end key): a restarted actor
+        is a new process whose loads count afresh."""
+        return os.getpid(), {b.key: b.stats.model_loads for b in open_backends()}
 
     def where(self) -> tuple[str, int]:
         """(node id, process id): which node and worker process this actor runs in."""
@@ -113,6 +118,11 @@ class _Actor:
     busy: bool = False
     lost: bool = False
     """Its worker died; it serves again once a ping answers (Ray restarted it)."""
+    cpus: float = 1
+    """The CPUs Ray holds for it."""
+    pid: int | None = None
+    counted: dict[str, int] = field(default_factory=dict)
+    """Model loads of process ``pid`` already counted in a :class:`PoolRun`."""
 
 
 @dataclass
@@ -137,112 +147,201 @@ class PoolRun:
         return (*pooled, *faults)
 
 
-def run_pooled(
-    task: Callable[[Sequence[Match]], Any],
-    chunks: dict[Group, list[list[Match]]],
-    actors_per_group: int,
-    note: Note,
-    run: PoolRun,
-) -> Iterator[Any]:
-    """Chunk results as they complete: scripted chunks (group ``()``) as Ray tasks, every other
-    group's chunks on that group's actors, one chunk in flight per actor. A group's actors are
-    released as soon as its last chunk is in (their resources go to the next group), and all
-    are killed when the generator ends or is closed. Ray must be initialised."""
-    import ray
-    from ray.exceptions import GetTimeoutError, RayActorError
+class ActorPool:
+    """The model-holding actors of one Ray session, kept between runs.
 
-    task_ref = ray.put(task)
-    remote_task = ray.remote(max_retries=MAX_ATTEMPTS)(_apply)
-    actor_class = ray.remote(max_restarts=-1, max_task_retries=0)(ModelActor)
-    gpus = ray.cluster_resources().get("GPU", 0)
-    queues = {g: deque(cs) for g, cs in chunks.items() if g and cs}
-    attempts: dict[int, int] = {}
-    actors: list[_Actor] = []
-    # ref -> (what: "task" | "play" | "ping", actor, chunk)
-    inflight: dict[Any, tuple[str, _Actor | None, list[Match] | None]] = {}
-    for group, queue in queues.items():
-        count = min(actors_per_group, len(queue))
-        options = actor_resources(group, gpus)
-        actors += [_Actor(actor_class.options(**options).remote(), group) for _ in range(count)]
-        run.actors[group] = count
-    for chunk in chunks.get((), []):
-        inflight[remote_task.remote(task_ref, chunk)] = ("task", None, chunk)
+    A tournament opens one for its run; a league keeps one for all its rounds, so the actors of a
+    model group that comes back (every round of a league is the same base model with other
+    adapters) serve it again without loading the model again. :meth:`play` releases a group's
+    actors as soon as its last chunk is in while other groups of the run still play (their
+    resources may be what those groups wait for); the actors of the run's last group stay until
+    the next run, which keeps those of its groups and releases the rest first. Ray must be
+    initialised (:meth:`open` does it)."""
 
-    def feed() -> None:
+    def __init__(self, actors_per_group: int) -> None:
+        if actors_per_group < 1:
+            raise ValueError(f"actors_per_group must be >= 1, got {actors_per_group}")
+        self.actors_per_group = actors_per_group
+        self.kept: list[_Actor] = []
+        """Actors left from the last run (their group's back-ends loaded)."""
+
+    @classmethod
+    @contextmanager
+    def open(cls, ray_address: str | None, actors_per_group: int) -> Iterator[ActorPool]:
+        """A pool on the cluster at ``ray_address`` (see :func:`init_ray`), its actors killed and
+        a Ray instance it started shut down on the way out."""
+        require_ray()
+        import ray
+
+        started = init_ray(ray_address, actors_per_group)
+        pool = cls(actors_per_group)
+        try:
+            yield pool
+        finally:
+            pool.close()
+            if started:
+                ray.shutdown()
+
+    def close(self) -> None:
+        """Kill the kept actors (their resources go back to the cluster)."""
+        import ray
+
+        for actor in self.kept:
+            ray.kill(actor.handle, no_restart=True)
+        self.kept = []
+
+    def play(
+        self,
+        task: Callable[[Sequence[Match]], Any],
+        chunks: dict[Group, list[list[Match]]],
+        note: Note,
+        run: PoolRun,
+    ) -> Iterator[Any]:
+        """Chunk results as they complete: every model group's chunks on that group's actors,
+        one chunk in flight per actor; scripted chunks (group ``()``) as Ray tasks in the CPUs no
+        actor holds, or on an actor with nothing of its own left to play (kept actors hold
+        their CPUs, so a scripted chunk never waits for one to be released)."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        task_ref = ray.put(task)
+        remote_task = ray.remote(max_retries=MAX_ATTEMPTS)(_apply)
+        actor_class = ray.remote(max_restarts=-1, max_task_retries=0)(ModelActor)
+        gpus = ray.cluster_resources().get("GPU", 0)
+        cpus = ray.cluster_resources().get("CPU", 0)
+        queues = {g: deque(cs) for g, cs in chunks.items() if g and cs}
+        loose = deque(chunks.get((), []))
+        attempts: dict[int, int] = {}
+        # ref -> (what: "task" | "play" | "ping", actor, chunk, the queue it came from)
+        inflight: dict[Any, tuple[str, _Actor | None, list[Match] | None, deque | None]] = {}
+        for actor in [a for a in self.kept if a.group not in queues]:
+            ray.kill(actor.handle, no_restart=True)  # a group this run does not need
+        actors = [a for a in self.kept if a.group in queues]
+        self.kept = []
         for actor in actors:
-            queue = queues[actor.group]
-            if queue and not actor.busy and not actor.lost:
-                chunk = queue.popleft()
-                actor.busy = True
-                inflight[actor.handle.play.remote(task_ref, chunk)] = ("play", actor, chunk)
+            actor.busy = False
+            if actor.lost:  # lost after its last chunk: serves again once Ray restarted it
+                inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
+        for group, queue in queues.items():
+            count = min(self.actors_per_group, len(queue))
+            options = actor_resources(group, gpus)
+            have = sum(a.group == group for a in actors)
+            actors += [
+                _Actor(actor_class.options(**options).remote(), group, cpus=options["num_cpus"])
+                for _ in range(max(0, count - have))
+            ]
+            run.actors[group] = max(count, have)
 
-    def retire(group: Group) -> None:
-        """The group's last chunk is in: count its model loads, free its actors."""
-        mine = [a for a in actors if a.group == group]
-        for actor in mine:
+        def feed() -> None:
+            for actor in actors:
+                source = queues[actor.group] or loose
+                if source and not actor.busy and not actor.lost:
+                    chunk = source.popleft()
+                    actor.busy = True
+                    ref = actor.handle.play.remote(task_ref, chunk)
+                    inflight[ref] = ("play", actor, chunk, source)
+            tasks = sum(what == "task" for what, *_ in inflight.values())
+            free = cpus - sum(a.cpus for a in actors) - tasks
+            while loose and (free >= 1 or (not actors and not tasks)):
+                inflight[remote_task.remote(task_ref, loose[0])] = ("task", None, loose[0], None)
+                loose.popleft()
+                free, tasks = free - 1, tasks + 1
+
+        def count_loads(actor: _Actor) -> None:
+            """Add the model loads of ``actor`` not counted yet to the run's."""
             try:  # an actor lost since its last chunk (or restarting) counts no loads
-                loads = {} if actor.lost else ray.get(actor.handle.loads.remote(), timeout=60)
+                pid, loads = (
+                    (None, {}) if actor.lost else ray.get(actor.handle.loads.remote(), timeout=60)
+                )
             except (RayActorError, GetTimeoutError):
-                loads = {}
+                pid, loads = None, {}
+            counted = actor.counted if pid == actor.pid else {}
             for key, n in loads.items():
-                run.model_loads[key] = run.model_loads.get(key, 0) + n
-            ray.kill(actor.handle, no_restart=True)
-            actors.remove(actor)
+                if n > counted.get(key, 0):
+                    run.model_loads[key] = run.model_loads.get(key, 0) + n - counted.get(key, 0)
+            if pid is not None:
+                actor.pid, actor.counted = pid, dict(loads)
 
-    def lost(actor: _Actor, chunk: list[Match], exc: Exception) -> None:
-        """A worker died with ``chunk``: it goes back to the front of its group's queue."""
-        tries = attempts[id(chunk)] = attempts.get(id(chunk), 0) + 1
-        actor.busy, actor.lost = False, True
-        run.lost_workers += 1
-        if tries >= MAX_ATTEMPTS:
-            raise RuntimeError(
-                f"a chunk of {len(chunk)} episodes failed {tries} times on actors of "
-                f"{', '.join(actor.group)}: {exc}"
-            ) from exc
-        run.retried_chunks += 1
-        queues[actor.group].appendleft(chunk)
-        others = sum(not a.lost for a in actors if a.group == actor.group)
-        note(
-            f"worker lost ({type(exc).__name__}): its {len(chunk)} episodes are played again "
-            + (f"by {others} other actor(s)" if others else "once Ray restarts the actor")
-        )
-        # Answered once Ray has restarted the actor; then it takes chunks again.
-        inflight[actor.handle.where.remote()] = ("ping", actor, None)
+        def retire(group: Group) -> None:
+            """The group's last chunk is in while other groups still play: count its model
+            loads and free its actors (their resources may be what the others wait for)."""
+            for actor in [a for a in actors if a.group == group]:
+                count_loads(actor)
+                ray.kill(actor.handle, no_restart=True)
+                actors.remove(actor)
 
-    try:
-        feed()
-        while any(queues.values()) or any(w != "ping" for w, _, _ in inflight.values()):
-            ready, _ = ray.wait(list(inflight), num_returns=1)
-            what, actor, chunk = inflight.pop(ready[0])
-            try:
-                result = ray.get(ready[0])
-            except RayActorError as exc:
-                if what == "ping":
-                    if actor in actors:
-                        actors.remove(actor)  # Ray gave up restarting it (or it was retired)
-                elif actor is not None and chunk is not None:
-                    lost(actor, chunk, exc)
-                else:
-                    raise
-            else:
-                if what == "ping" and actor is not None:
-                    actor.lost = False
-                    note(f"an actor of {', '.join(actor.group)} is back (restarted by Ray)")
-                else:
-                    if actor is not None:
-                        actor.busy = False
-                        if not queues[actor.group] and not any(
-                            a.busy for a in actors if a.group == actor.group
-                        ):
-                            retire(actor.group)
-                    yield result
+        def lost(actor: _Actor, chunk: list[Match], source: deque, exc: Exception) -> None:
+            """A worker died with ``chunk``: it goes back to the front of its queue."""
+            tries = attempts[id(chunk)] = attempts.get(id(chunk), 0) + 1
+            actor.busy, actor.lost = False, True
+            run.lost_workers += 1
+            if tries >= MAX_ATTEMPTS:
+                raise RuntimeError(
+                    f"a chunk of {len(chunk)} episodes failed {tries} times on actors of "
+                    f"{', '.join(actor.group)}: {exc}"
+                ) from exc
+            run.retried_chunks += 1
+            source.appendleft(chunk)
+            others = sum(not a.lost for a in actors if a.group == actor.group)
+            note(
+                f"worker lost ({type(exc).__name__}): its {len(chunk)} episodes are played again "
+                + (f"by {others} other actor(s)" if others else "once Ray restarts the actor")
+            )
+            # Answered once Ray has restarted the actor; then it takes chunks again.
+            inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
+
+        def working(group: Group) -> bool:
+            return bool(queues[group]) or any(a.busy for a in actors if a.group == group)
+
+        finished = False
+        try:
             feed()
-    finally:
-        for ref, (what, _, _) in inflight.items():
-            if what == "task":
-                ray.cancel(ref)
-        for actor in actors:
-            ray.kill(actor.handle, no_restart=True)
+            while (
+                any(queues.values())
+                or loose
+                or any(what != "ping" for what, *_ in inflight.values())
+            ):
+                ready, _ = ray.wait(list(inflight), num_returns=1)
+                what, actor, chunk, source = inflight.pop(ready[0])
+                try:
+                    result = ray.get(ready[0])
+                except RayActorError as exc:
+                    if what == "ping":
+                        if actor in actors:
+                            actors.remove(actor)  # Ray gave up restarting it (or it retired)
+                    elif actor is not None and chunk is not None and source is not None:
+                        lost(actor, chunk, source, exc)
+                    else:
+                        raise
+                else:
+                    if what == "ping" and actor is not None:
+                        actor.lost = False
+                        note(f"an actor of {', '.join(actor.group)} is back (restarted by Ray)")
+                    else:
+                        if actor is not None:
+                            actor.busy = False
+                            group = actor.group
+                            others = any(working(g) for g in queues if g != group)
+                            if not working(group) and others:
+                                retire(group)
+                        yield result
+                feed()
+            for actor in actors:  # the last groups' actors stay for the next run
+                count_loads(actor)
+            self.kept, actors, finished = actors, [], True
+        finally:
+            for ref, (what, *_) in inflight.items():
+                if what == "task":
+                    ray.cancel(ref)
+            if not finished:  # a run that stopped early: its actors' state is unknown
+                for actor in actors:
+                    ray.kill(actor.handle, no_restart=True)
+
+
+def require_ray() -> None:
+    """A clear error where Ray is not installed (it is an optional dependency)."""
+    if importlib.util.find_spec("ray") is None:
+        raise ValueError("the ray executor needs Ray: pip install 'bargain-arena[ray]'")
 
 
 def init_ray(ray_address: str | None, workers: int) -> bool:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -59,7 +58,7 @@ from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
 from tournaments.lock import writer_lock
-from tournaments.ray_pool import PoolRun, group_chunks, init_ray, run_pooled
+from tournaments.ray_pool import ActorPool, PoolRun, group_chunks, require_ray
 from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.schema import usage_rows
 from tournaments.store import Store
@@ -185,6 +184,7 @@ def run_tournament(
     progress: bool = True,
     chunk_size: int = 32,
     ray_address: str | None = None,
+    actor_pool: ActorPool | None = None,
 ) -> TournamentSummary:
     """Play every seller against every buyer entry on ``config.episodes`` scenarios.
 
@@ -192,16 +192,19 @@ def run_tournament(
     as chunks finish (``None``: play without storing, e.g. to time the store). Resumable: what
     is stored is skipped. Given a path, the run holds the database's writer lock
     (:mod:`tournaments.lock`): :class:`tournaments.lock.DatabaseInUse` at once when another run
-    holds it.
+    holds it. ``actor_pool``: the ray executor's actors, kept by the caller across runs (a
+    league's rounds); without it the run opens its own pool (and Ray) and closes it.
     """
+    if actor_pool is not None and executor != "ray":
+        raise ValueError(f"an actor pool is the ray executor's, got executor {executor!r}")
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    if executor == "ray" and importlib.util.find_spec("ray") is None:
-        raise ValueError("the ray executor needs Ray: pip install 'bargain-arena[ray]'")
+    if executor == "ray":
+        require_ray()
     market = config.market_config()
     with contextlib.ExitStack() as stack:
         store = None if isinstance(db_path, str | Path) else db_path
@@ -243,7 +246,10 @@ def run_tournament(
 
         pool = PoolRun()
         if executor == "ray":
-            finished = _run_ray(task, jobs, chunk_size, workers, ray_address, note, pool)
+            if actor_pool is None:  # this run's own actors (and Ray, when not running)
+                actor_pool = stack.enter_context(ActorPool.open(ray_address, workers))
+            # Scripted chunks as Ray tasks, LLM chunks on the actors holding their model.
+            finished = actor_pool.play(task, group_chunks(jobs, chunk_size), note, pool)
         else:
             finished = _run_local(task, chunked(jobs, chunk_size), workers)
         # Closed on the way out, so a failed run's pool is shut down before the lock is freed.
@@ -287,27 +293,6 @@ def _run_local(task: ChunkTask, chunks: list[list[Match]], workers: int) -> Iter
     finally:
         # On an error or Ctrl-C, drop the queued chunks instead of playing them to the end.
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _run_ray(
-    task: ChunkTask,
-    jobs: Sequence[Match],
-    chunk_size: int,
-    workers: int,
-    ray_address: str | None,
-    note: Callable[[str], None],
-    pool: PoolRun,
-) -> Iterator[list[Played]]:
-    """Chunk results as they complete: scripted chunks as Ray tasks, LLM chunks on the actors
-    holding their model (:mod:`tournaments.ray_pool`)."""
-    import ray  # present: run_tournament checked
-
-    started = init_ray(ray_address, workers)
-    try:
-        yield from run_pooled(task, group_chunks(jobs, chunk_size), workers, note, pool)
-    finally:
-        if started:
-            ray.shutdown()
 
 
 class _NoProgress:

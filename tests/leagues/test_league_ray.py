@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,11 @@ def test_a_league_evaluated_on_the_pool_stores_the_episodes_and_ratings_of_one_p
     episodes, ratings = stored(tmp_path / "pooled.db", tmp_path / "pooled")
     assert (episodes, ratings) == stored(tmp_path / "local.db", tmp_path / "local")
     assert sum("lora=" in record for _, record in episodes) >= 8  # the checkpoint played
-    # Each evaluation round's model group ran on the pool: actors, one model load each.
-    assert any(line.endswith("1 actor(s)") or line.endswith("2 actor(s)") for line in lines)
+    # Every round's model group (the base, then its adapter) ran on one pool kept for the
+    # league: each actor loaded the base model once for all the rounds, not once a round.
+    actors = [int(m[1]) for line in lines if (m := re.search(r": (\d+) actor\(s\)$", line))]
+    loads = [int(m[1]) for line in lines if (m := re.search(r": (\d+) model load\(s\)$", line))]
+    assert len(actors) == 2 and sum(loads) == max(actors), lines
 
 
 def test_where_a_league_is_evaluated_may_change_when_it_resumes(tmp_path: Path) -> None:

@@ -18,7 +18,13 @@ from arena.scenarios import make_scenario
 from tests.ray_cluster import actor_nodes, kill_node, two_node_cluster
 from tests.tournaments.test_runner import contents, stored_count
 from tournaments.config import TournamentConfig
-from tournaments.ray_pool import actor_resources, backend_key, group_chunks, model_group
+from tournaments.ray_pool import (
+    ActorPool,
+    actor_resources,
+    backend_key,
+    group_chunks,
+    model_group,
+)
 from tournaments.runner import run_tournament
 from tournaments.store import load_records
 
@@ -114,6 +120,37 @@ def test_each_actor_loads_its_model_once_however_many_chunks_it_plays(
     assert len(with_model) >= 16  # eight chunks of two or more, played by two actors
     assert dict(summary.model_loads) == {key: 2}
     assert f"{key}: 2 actor(s)" in summary.notes
+
+
+@pytest.mark.slow
+def test_a_pool_kept_across_runs_loads_each_actors_model_once_for_all_of_them(
+    tiny_model_dir, cluster, tmp_path
+) -> None:
+    # A league keeps one pool for its rounds: the second round's actors are the first's.
+    first = llm_tournament(tiny_model_dir, episodes=4)
+    second = TournamentConfig.from_dict({**first.to_dict(), "name": "second", "seed": 1})
+    runs = []
+    with ActorPool.open(None, 2) as pool:
+        for config in (first, second):
+            runs.append(run_tournament(
+                config, tmp_path / "kept.db", workers=2, executor="ray", progress=False,
+                chunk_size=2, actor_pool=pool,
+            ))  # fmt: skip
+            assert len(pool.kept) == 2 and len(actor_nodes("ModelActor")) == 2
+    key = backend_key(first.sellers[0])
+    assert [dict(r.model_loads) for r in runs] == [{key: 2}, {}]
+    assert min(r.played for r in runs) > 8  # the second run played its episodes on them
+    deadline = time.monotonic() + 30
+    while actor_nodes("ModelActor") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert actor_nodes("ModelActor") == []  # closing the pool released its actors
+
+
+def test_an_actor_pool_belongs_to_the_ray_executor(tiny_model_dir, tmp_path) -> None:
+    with pytest.raises(ValueError, match="an actor pool is the ray executor's"):
+        run_tournament(llm_tournament(tiny_model_dir), tmp_path / "x.db", actor_pool=ActorPool(1))
+    with pytest.raises(ValueError, match="actors_per_group must be >= 1"):
+        ActorPool(0)
 
 
 @pytest.mark.slow
