@@ -32,7 +32,11 @@ model's and Qwen's tokenizers split digits), in markets of at most nine buyers.
 With ``steer=protocol`` the reply's skeleton is written as well, for a seller and for a buyer:
 each line's field label, in the protocol's order (``Thought:``, ``Target:``, ``Talk:``,
 ``Action:``; a buyer has no Target), is forced at the start of its line; the turn cannot end
-before its Action line (its end-of-turn tokens are banned until then) and ends after it. A label
+before its Action line (its end-of-turn tokens are banned until then) and ends after it. A
+seller's Target line is ``Target: <digit>`` and nothing else: the space and the line's end are
+forced, and the digit is drawn among the active channels' (another token drawn, the draw is
+repeated among those digits and marked forced; an active digit the model draws itself is its
+own sample): which buyer stays the model's choice, only the text around it is written. A label
 carries no decision; a small model that drops one (``Talk: [BUY] $10``, no Action line) commits
 a format violation that teaches nothing about bargaining. Everything after a label stays the
 model's: its thought, its words, its move and its price, and the budget (a buyer's bid above its
@@ -87,6 +91,12 @@ class Steer:
         price = self.forced_text(reply)
         if price is not None:
             return price, True
+        if self.fields is not None and self.active:  # the Target line: " <digit>\n"
+            line = reply.rsplit("\n", 1)[-1]
+            if line == "Target:":
+                return " ", False
+            if re.fullmatch(r"Target: [0-9]", line):
+                return "\n", False
         if self.fields is None or (reply and not reply.endswith("\n")):
             return None
         written = reply.count("\n")
@@ -110,6 +120,13 @@ class Steer:
         if opened.group(1):
             return frozenset("0123456789")
         return frozenset("0123456789") - {str(number) for number in self.active}
+
+    def target_digits(self, reply: str) -> frozenset[str]:
+        """Under ``steer=protocol``, the digits the next token must be one of when ``reply``
+        has just written ``Target: ``: the active channels' (empty: no restriction)."""
+        if self.fields is None or not self.active or reply.rsplit("\n", 1)[-1] != "Target: ":
+            return frozenset()
+        return frozenset(str(number) for number in self.active)
 
     def forced_text(self, reply: str) -> str | None:
         """The rest of the reply's ``[DEAL]`` price when ``reply`` (the text so far) has just
@@ -160,6 +177,9 @@ class Guidance(NamedTuple):
     """Tokens to write next, one a step, instead of sampling (empty: sample)."""
     banned: frozenset[int]
     """Tokens the next draw may not be: drawn anyway, the draw is repeated without them."""
+    allowed: frozenset[int] = frozenset()
+    """Tokens the next draw must be one of (empty: any): another token drawn, the draw is
+    repeated among these."""
 
 
 NO_GUIDANCE = Guidance([], frozenset())
@@ -195,6 +215,9 @@ def token_steer(
             text, ends = forced
             tokens = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
             return Guidance([*tokens, end_token] if ends else tokens, frozenset())
+        allowed = frozenset(digits[d] for d in steer.target_digits(reply) if d in digits)
+        if allowed:
+            return Guidance([], frozenset(), allowed)
         banned = frozenset(digits[d] for d in steer.banned_digits(reply) if d in digits)
         if steer.unfinished(reply):
             banned |= stop_ids

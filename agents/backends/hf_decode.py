@@ -209,7 +209,8 @@ def decode(
     ``steer(row, tokens so far)``, asked before the first draw and after every token, guides a
     row's next draw (:mod:`agents.steering`): tokens to
     force, which replace the sampled ones, one a step; or banned tokens, which when drawn are
-    drawn again from the same distribution without them (the same uniform number). Either way
+    drawn again from the same distribution without them (the same uniform number); or allowed
+    tokens, a draw outside which is drawn again among them. Either way
     the token is marked forced, with log-probability 0 (not the policy's free choice); every row
     draws its uniform number each step, so a steered and an unsteered run share their random
     streams.
@@ -234,10 +235,11 @@ def decode(
     forced: list[list[bool]] = [[] for _ in rows]
     queued: list[list[int]] = [[] for _ in rows]
     banned: list[frozenset[int]] = [frozenset() for _ in rows]
+    allowed: list[frozenset[int]] = [frozenset() for _ in rows]
     if steer is not None:  # a reply may open with forced tokens (a field label)
         for row in live:
             guidance = steer(row, [])
-            queued[row], banned[row] = list(guidance.forced), guidance.banned
+            queued[row], banned[row], allowed[row] = list(guidance.forced), *guidance[1:]
     for step in range(most):
         temperature = torch.tensor([rows[r].temperature for r in live], device=device)
         top_p = torch.tensor([rows[r].top_p for r in live], device=device)
@@ -252,14 +254,20 @@ def decode(
                  strict=True)], dtype=tokens.dtype, device=device,
             )  # fmt: skip
         redraw = [place for place, (row, token) in enumerate(zip(live, tokens.tolist(),
-                  strict=True)) if token in banned[row]]  # fmt: skip
+                  strict=True)) if token in banned[row] or (allowed[row] and token not in
+                  allowed[row])]  # fmt: skip
         if redraw:
             tokens = tokens.clone()
             for place in redraw:
-                one = slice(place, place + 1)
-                allowed = logits[one].clone()
-                allowed[0, sorted(banned[live[place]])] = float("-inf")
-                tokens[place] = next_tokens(allowed, temperature[one], top_p[one], uniform[one])[0]
+                one, row = slice(place, place + 1), live[place]
+                if allowed[row]:
+                    kept = torch.full_like(logits[one], float("-inf"))
+                    only = sorted(allowed[row])
+                    kept[0, only] = logits[place, only]
+                else:
+                    kept = logits[one].clone()
+                    kept[0, sorted(banned[row])] = float("-inf")
+                tokens[place] = next_tokens(kept, temperature[one], top_p[one], uniform[one])[0]
                 steered[place] = True
         if logprobs:
             chosen = token_logprobs(logits, temperature, top_p, tokens).tolist()
@@ -269,10 +277,10 @@ def decode(
         for place, (row, token) in enumerate(zip(live, tokens.tolist(), strict=True)):
             generated[row].append(token)
             forced[row].append(steered[place])
-            banned[row] = frozenset()
+            banned[row] = allowed[row] = frozenset()
             if steer is not None and not queued[row]:
                 guidance = steer(row, generated[row])
-                queued[row], banned[row] = list(guidance.forced), guidance.banned
+                queued[row], banned[row], allowed[row] = list(guidance.forced), *guidance[1:]
             if token not in stop_ids and len(generated[row]) < rows[row].max_tokens:
                 keep.append(place)
         if not keep:

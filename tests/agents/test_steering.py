@@ -204,6 +204,40 @@ def test_the_protocol_steer_writes_each_lines_label_in_order_then_ends_the_turn(
     assert seller.forced("Thought: x\nTarget: 1\nTalk: ok\nAction: [DEAL]") == (" $9.50", True)
 
 
+def test_the_protocol_steer_writes_a_sellers_target_line_around_a_digit_it_draws_among_active():
+    seller = Steer((), active=(1, 3), fields=("Thought", "Target", "Talk", "Action"))
+    assert seller.forced("Thought: x\nTarget:") == (" ", False)
+    assert seller.target_digits("Thought: x\nTarget: ") == frozenset("13")
+    assert seller.forced("Thought: x\nTarget: ") is None  # the digit is drawn, not written
+    assert seller.forced("Thought: x\nTarget: 3") == ("\n", False)
+    assert seller.forced("Thought: x\nTarget: 3\n") == ("Talk:", False)
+    assert seller.target_digits("Thought: x\nTarget: 3") == frozenset()
+    assert LEGAL.target_digits("Thought: x\nTarget: ") == frozenset()  # legal: only guarded
+    assert LEGAL.forced("Thought: x\nTarget:") is None
+
+
+@dataclass(frozen=True)
+class ShortThought(Steer):
+    """The protocol steer with the Thought line written for the model (an untrained model
+    seldom ends a line): its Target line comes next."""
+
+    def forced(self, reply: str) -> tuple[str, bool] | None:
+        return ("Thought: x\n", False) if not reply else super().forced(reply)
+
+
+def test_a_sellers_protocol_replies_always_target_an_active_channel(hf) -> None:
+    # An untrained model under the protocol steer: every reply's Target is one active digit.
+    seller = ShortThought((), active=(2, 3), fields=("Thought", "Target", "Talk", "Action"))
+    sampling = SamplingConfig(temperature=1.5, max_tokens=12, seed=0)
+    requests = [ChatRequest((("user", f"Offer {seed}"),),
+                            dataclasses.replace(sampling, seed=seed), steer=seller)
+                for seed in range(8)]  # fmt: skip
+    replies = hf.generate(requests)
+    targets = [r.text.split("\n")[1] for r in replies]
+    assert all(t in ("Target: 2", "Target: 3") for t in targets), targets
+    assert all(r.text.split("\n")[2].startswith("Talk:") for r in replies)
+
+
 def test_a_buyer_is_steered_by_the_protocol_steer_only():
     config = get_preset("in-distribution")
     market = Market(config, make_scenario(config, load_catalog(), 5, 0))

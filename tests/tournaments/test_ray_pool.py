@@ -5,6 +5,11 @@ mid-round costs no episode and stores none twice."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,7 +21,7 @@ from arena.catalog import default_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
 from tests.ray_cluster import actor_nodes, kill_node, two_node_cluster
-from tests.tournaments.test_runner import contents, stored_count
+from tests.tournaments.test_runner import contents, stored_count, write_toml
 from tournaments.config import TournamentConfig
 from tournaments.ray_pool import (
     ActorPool,
@@ -183,4 +188,41 @@ def test_a_worker_node_killed_mid_round_loses_no_episode_and_stores_none_twice(
     summary = done["summary"]
     assert summary.played == stored_count(reference)
     assert any("worker lost" in note for note in summary.notes), summary.notes
+    assert contents(db) == contents(reference)  # every episode once, as one process plays it
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_driver_killed_mid_run_is_resumed_by_the_same_command(
+    tiny_model_dir, reference, tmp_path
+) -> None:
+    # The driver (arena tournament run --executor ray, its own local Ray instance) SIGKILLed
+    # once two chunks are stored: nothing half-written, and running it again finishes the rest.
+    config = llm_tournament(tiny_model_dir)
+    lines = [f"{key} = {json.dumps(config.to_dict()[key])}" for key in ("name", "episodes")]
+    lines += [f"sellers = {json.dumps(list(config.sellers))}"]
+    lines += [f"buyers = {json.dumps([list(pool) for pool in config.buyers])}"]
+    path = write_toml(tmp_path / "t.toml", "[tournament]\n" + "\n".join(lines) + "\n")
+    db = tmp_path / "driver.db"
+    command = [sys.executable, "-m", "arena_cli", "tournament", "run", str(path), "--db",
+               str(db), "--executor", "ray", "--workers", "2", "--chunk-size", "2",
+               "--no-progress"]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    env.pop("RAY_ADDRESS", None)
+    with (tmp_path / "first.log").open("w") as log:
+        first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while first.poll() is None and stored_count(db) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    total = stored_count(reference)
+    assert 4 <= stored_count(db) < total  # killed mid-run
+    second = subprocess.run(command, env=env, capture_output=True, timeout=240)
+    assert second.returncode == 0, second.stderr.decode()[-3000:]
     assert contents(db) == contents(reference)  # every episode once, as one process plays it
