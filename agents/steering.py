@@ -36,7 +36,10 @@ before its Action line (its end-of-turn tokens are banned until then) and ends a
 seller's Target line is ``Target: <digit>`` and nothing else: the space and the line's end are
 forced, and the digit is drawn among the active channels' (another token drawn, the draw is
 repeated among those digits and marked forced; an active digit the model draws itself is its
-own sample): which buyer stays the model's choice, only the text around it is written. A label
+own sample): which buyer stays the model's choice, only the text around it is written. The
+Action line opens ``Action: [``, its tag is drawn among the side's (``SELL``, ``DEAL``,
+``QUIT`` for a seller; ``BUY``, ``DEAL``, ``QUIT`` for a buyer), then ``]`` and, for a priced
+move, `` $`` are written; ``[QUIT]`` ends the turn. The move and its price stay the model's. A label
 carries no decision; a small model that drops one (``Talk: [BUY] $10``, no Action line) commits
 a format violation that teaches nothing about bargaining. Everything after a label stays the
 model's: its thought, its words, its move and its price, and the budget (a buyer's bid above its
@@ -54,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from arena.money import format_price
+from arena.protocol import BUYER_KINDS, SELLER_KINDS, Kind
 from arena.rules import is_active
 from arena.views import BuyerView, SellerView
 
@@ -91,12 +95,20 @@ class Steer:
         price = self.forced_text(reply)
         if price is not None:
             return price, True
+        line = reply.rsplit("\n", 1)[-1]
         if self.fields is not None and self.active:  # the Target line: " <digit>\n"
-            line = reply.rsplit("\n", 1)[-1]
             if line == "Target:":
                 return " ", False
             if re.fullmatch(r"Target: [0-9]", line):
                 return "\n", False
+        if self.fields is not None and line.startswith("Action:"):  # " [<KIND>]", a price's " $"
+            if line == "Action:":
+                return " [", False
+            word = line[len("Action: [") :]
+            if line.startswith("Action: [") and word in self.kinds():
+                return ("]", False) if word != "QUIT" else ("]", True)
+            if re.fullmatch(r"Action: \[(SELL|BUY)\]", line):
+                return " $", False
         if self.fields is None or (reply and not reply.endswith("\n")):
             return None
         written = reply.count("\n")
@@ -121,12 +133,23 @@ class Steer:
             return frozenset("0123456789")
         return frozenset("0123456789") - {str(number) for number in self.active}
 
-    def target_digits(self, reply: str) -> frozenset[str]:
-        """Under ``steer=protocol``, the digits the next token must be one of when ``reply``
-        has just written ``Target: ``: the active channels' (empty: no restriction)."""
-        if self.fields is None or not self.active or reply.rsplit("\n", 1)[-1] != "Target: ":
+    def kinds(self) -> tuple[str, ...]:
+        """The action tags this side may write (a seller's when its lines have a Target)."""
+        side = SELLER_KINDS if self.fields is None or "Target" in self.fields else BUYER_KINDS
+        return tuple(sorted(kind.value for kind in side))
+
+    def choices(self, reply: str) -> frozenset[str]:
+        """Under ``steer=protocol``, the texts the next token must be one of when ``reply`` has
+        just written ``Target: `` (the active channels' digits) or ``Action: [`` (this side's
+        action tags); empty: no restriction."""
+        if self.fields is None:
             return frozenset()
-        return frozenset(str(number) for number in self.active)
+        line = reply.rsplit("\n", 1)[-1]
+        if line == "Target: " and self.active:
+            return frozenset(str(number) for number in self.active)
+        if line == "Action: [":
+            return frozenset(self.kinds())
+        return frozenset()
 
     def forced_text(self, reply: str) -> str | None:
         """The rest of the reply's ``[DEAL]`` price when ``reply`` (the text so far) has just
@@ -199,11 +222,13 @@ def token_steer(
     the digit tokens a target may not take; and ``stop_ids`` while lines are missing."""
     if all(steer is None for steer in steers):
         return None
-    digits = {}
-    for digit in "0123456789":
-        ids = tokenizer(digit, add_special_tokens=False)["input_ids"]
+    digits, single = {}, {}  # texts that are one token: the digits, then the action tags too
+    for text in (*"0123456789", *Kind.__members__):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(ids) == 1:
-            digits[digit] = ids[0]
+            single[text] = ids[0]
+            if text.isdigit():
+                digits[text] = ids[0]
 
     def guide(row: int, ids: list[int]) -> Guidance:
         steer = steers[row]
@@ -215,7 +240,7 @@ def token_steer(
             text, ends = forced
             tokens = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
             return Guidance([*tokens, end_token] if ends else tokens, frozenset())
-        allowed = frozenset(digits[d] for d in steer.target_digits(reply) if d in digits)
+        allowed = frozenset(single[c] for c in steer.choices(reply) if c in single)
         if allowed:
             return Guidance([], frozenset(), allowed)
         banned = frozenset(digits[d] for d in steer.banned_digits(reply) if d in digits)

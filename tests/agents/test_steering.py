@@ -4,6 +4,7 @@ written for the model; every decision stays its own."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,28 +208,48 @@ def test_the_protocol_steer_writes_each_lines_label_in_order_then_ends_the_turn(
 def test_the_protocol_steer_writes_a_sellers_target_line_around_a_digit_it_draws_among_active():
     seller = Steer((), active=(1, 3), fields=("Thought", "Target", "Talk", "Action"))
     assert seller.forced("Thought: x\nTarget:") == (" ", False)
-    assert seller.target_digits("Thought: x\nTarget: ") == frozenset("13")
+    assert seller.choices("Thought: x\nTarget: ") == frozenset("13")
     assert seller.forced("Thought: x\nTarget: ") is None  # the digit is drawn, not written
     assert seller.forced("Thought: x\nTarget: 3") == ("\n", False)
     assert seller.forced("Thought: x\nTarget: 3\n") == ("Talk:", False)
-    assert seller.target_digits("Thought: x\nTarget: 3") == frozenset()
-    assert LEGAL.target_digits("Thought: x\nTarget: ") == frozenset()  # legal: only guarded
+    assert seller.choices("Thought: x\nTarget: 3") == frozenset()
+    assert LEGAL.choices("Thought: x\nTarget: ") == frozenset()  # legal: only guarded
     assert LEGAL.forced("Thought: x\nTarget:") is None
 
 
 @dataclass(frozen=True)
 class ShortThought(Steer):
-    """The protocol steer with the Thought line written for the model (an untrained model
-    seldom ends a line): its Target line comes next."""
+    """The protocol steer with the Thought and Talk lines written for the model (an untrained
+    model seldom ends a line): its Target and Action lines are what is decoded."""
 
     def forced(self, reply: str) -> tuple[str, bool] | None:
-        return ("Thought: x\n", False) if not reply else super().forced(reply)
+        if not reply:
+            return "Thought: x\n", False
+        return (" hi\n", False) if reply.endswith("Talk:") else super().forced(reply)
+
+
+def test_the_protocol_steer_opens_the_action_tag_and_leaves_the_move_and_price_to_the_model():
+    seller = Steer(((2, "$9.50"),), active=(2,), fields=("Thought", "Target", "Talk", "Action"))
+    head = "Thought: x\nTarget: 2\nTalk: hi\n"
+    assert seller.forced(head) == ("Action:", False)
+    assert seller.forced(head + "Action:") == (" [", False)
+    assert seller.choices(head + "Action: [") == frozenset({"SELL", "DEAL", "QUIT"})
+    assert seller.forced(head + "Action: [SELL") == ("]", False)
+    assert seller.forced(head + "Action: [SELL]") == (" $", False)
+    assert seller.forced(head + "Action: [SELL] $") is None  # the price is the model's
+    assert seller.forced(head + "Action: [DEAL]") == (" $9.50", True)  # at the standing bid
+    assert seller.forced(head + "Action: [QUIT") == ("]", True)
+    buyer = Steer((), fields=("Thought", "Talk", "Action"))
+    assert buyer.choices("Thought: x\nTalk: hi\nAction: [") == frozenset({"BUY", "DEAL", "QUIT"})
+    assert buyer.forced("Thought: x\nTalk: hi\nAction: [BUY]") == (" $", False)
+    assert buyer.forced("Thought: x\nTalk: hi\nAction: [DEAL]") is None  # a price or not
 
 
 def test_a_sellers_protocol_replies_always_target_an_active_channel(hf) -> None:
     # An untrained model under the protocol steer: every reply's Target is one active digit.
-    seller = ShortThought((), active=(2, 3), fields=("Thought", "Target", "Talk", "Action"))
-    sampling = SamplingConfig(temperature=1.5, max_tokens=12, seed=0)
+    bids = ((2, "$9.50"), (3, "$8.00"))
+    seller = ShortThought(bids, active=(2, 3), fields=("Thought", "Target", "Talk", "Action"))
+    sampling = SamplingConfig(temperature=1.5, max_tokens=32, seed=0)
     requests = [ChatRequest((("user", f"Offer {seed}"),),
                             dataclasses.replace(sampling, seed=seed), steer=seller)
                 for seed in range(8)]  # fmt: skip
@@ -236,6 +257,11 @@ def test_a_sellers_protocol_replies_always_target_an_active_channel(hf) -> None:
     targets = [r.text.split("\n")[1] for r in replies]
     assert all(t in ("Target: 2", "Target: 3") for t in targets), targets
     assert all(r.text.split("\n")[2].startswith("Talk:") for r in replies)
+    actions = [reply.text.split("\n")[3] for reply in replies]
+    # A tag among the seller's, then its price's " $" (a DEAL's at its target's bid), or [QUIT].
+    moves = r"Action: \[(SELL\] \$|DEAL\] \$(9\.50|8\.00)$|QUIT\]$)"
+    assert all(re.match(moves, a) for a in actions), actions
+    assert len({a[:12] for a in actions}) > 1  # the move is drawn, not written
 
 
 def test_a_buyer_is_steered_by_the_protocol_steer_only():
