@@ -106,7 +106,7 @@ class Steer:
                 return " [", False
             word = line[len("Action: [") :]
             if line.startswith("Action: [") and word in self.kinds():
-                return ("]", False) if word != "QUIT" else ("]", True)
+                return "]", word == "QUIT"  # [QUIT] ends the turn
             if re.fullmatch(r"Action: \[(SELL|BUY)\]", line):
                 return " $", False
         if self.fields is None or (reply and not reply.endswith("\n")):
@@ -222,13 +222,11 @@ def token_steer(
     the digit tokens a target may not take; and ``stop_ids`` while lines are missing."""
     if all(steer is None for steer in steers):
         return None
-    digits, single = {}, {}  # texts that are one token: the digits, then the action tags too
+    single = {}  # the digits and action tags that are one token each: what a draw may be held to
     for text in (*"0123456789", *Kind.__members__):
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(ids) == 1:
             single[text] = ids[0]
-            if text.isdigit():
-                digits[text] = ids[0]
 
     def guide(row: int, ids: list[int]) -> Guidance:
         steer = steers[row]
@@ -243,7 +241,7 @@ def token_steer(
         allowed = frozenset(single[c] for c in steer.choices(reply) if c in single)
         if allowed:
             return Guidance([], frozenset(), allowed)
-        banned = frozenset(digits[d] for d in steer.banned_digits(reply) if d in digits)
+        banned = frozenset(single[d] for d in steer.banned_digits(reply) if d in single)
         if steer.unfinished(reply):
             banned |= stop_ids
         return Guidance([], banned) if banned else NO_GUIDANCE
