@@ -39,7 +39,10 @@ repeated among those digits and marked forced; an active digit the model draws i
 own sample): which buyer stays the model's choice, only the text around it is written. The
 Action line opens ``Action: [``, its tag is drawn among the side's (``SELL``, ``DEAL``,
 ``QUIT`` for a seller; ``BUY``, ``DEAL``, ``QUIT`` for a buyer), then ``]`` and, for a priced
-move, `` $`` are written; ``[QUIT]`` ends the turn. The move and its price stay the model's. A label
+move, `` $`` are written; ``[QUIT]`` ends the turn. The move and its price stay the model's, but
+for a buyer's ``[DEAL]``, which accepts the seller's standing offer and must name it exactly
+(``arena.rules.BuyerError.DEAL_PRICE_MISMATCH``): the offer is written, as a seller's DEAL is
+written at its target's bid, and the budget stays the buyer's (a DEAL above it is -1). A label
 carries no decision; a small model that drops one (``Talk: [BUY] $10``, no Action line) commits
 a format violation that teaches nothing about bargaining. Everything after a label stays the
 model's: its thought, its words, its move and its price, and the budget (a buyer's bid above its
@@ -80,7 +83,8 @@ class Steer:
     targets it may address, the field labels of its lines."""
 
     bids: tuple[tuple[int, str], ...]
-    """(target number as the seller writes it, 1-based; the bid as the protocol renders it)."""
+    """(target number as the seller writes it, 1-based; the bid as the protocol renders it); a
+    buyer's steer holds its one channel's standing offer as number 1 (a buyer has no Target)."""
     active: tuple[int, ...] | None = None
     """Target numbers (1-based) of the active channels under ``steer=legal``; None: the target
     is the model's alone."""
@@ -151,16 +155,21 @@ class Steer:
             return frozenset(self.kinds())
         return frozenset()
 
+    def standing(self, reply: str) -> str | None:
+        """The standing price a ``[DEAL]`` in ``reply`` takes: its Target's bid for a seller,
+        the channel's offer for a buyer (no Target line); None: nothing stands there."""
+        if self.fields is not None and "Target" not in self.fields:
+            return dict(self.bids).get(1)
+        targets = _TARGET.findall(reply)
+        return dict(self.bids).get(int(targets[-1])) if targets else None
+
     def forced_text(self, reply: str) -> str | None:
         """The rest of the reply's ``[DEAL]`` price when ``reply`` (the text so far) has just
         written ``[DEAL]`` or a prefix of `` $<bid>`` after it; None otherwise."""
         tail = _DEAL_TAIL.search(reply)
         if tail is None:
             return None
-        targets = _TARGET.findall(reply)
-        if not targets:
-            return None
-        bid = dict(self.bids).get(int(targets[-1]))
+        bid = self.standing(reply)
         if bid is None:
             return None
         price = f" {bid}"
@@ -178,7 +187,10 @@ def steer_for(view: Any, steer: str = "deal") -> Steer | None:
     if steer == "none" or len(view.products) != 1:
         return None
     if isinstance(view, BuyerView):
-        return Steer((), fields=BUYER_FIELDS) if steer == "protocol" else None
+        if steer != "protocol":
+            return None
+        offer = () if view.offer is None else ((1, format_price(view.offer)),)
+        return Steer(offer, fields=BUYER_FIELDS)
     if not isinstance(view, SellerView):
         return None
     bids = tuple(

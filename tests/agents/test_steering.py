@@ -242,7 +242,10 @@ def test_the_protocol_steer_opens_the_action_tag_and_leaves_the_move_and_price_t
     buyer = Steer((), fields=("Thought", "Talk", "Action"))
     assert buyer.choices("Thought: x\nTalk: hi\nAction: [") == frozenset({"BUY", "DEAL", "QUIT"})
     assert buyer.forced("Thought: x\nTalk: hi\nAction: [BUY]") == (" $", False)
-    assert buyer.forced("Thought: x\nTalk: hi\nAction: [DEAL]") is None  # a price or not
+    assert buyer.forced("Thought: x\nTalk: hi\nAction: [DEAL]") is None  # no offer stands
+    offered = Steer(((1, "$12.00"),), fields=("Thought", "Talk", "Action"))
+    assert offered.forced("Thought: x\nTalk: hi\nAction: [DEAL]") == (" $12.00", True)
+    assert offered.forced("Thought: x\nTalk: hi\nAction: [BUY]") == (" $", False)  # its own
 
 
 def test_a_sellers_protocol_replies_always_target_an_active_channel(hf) -> None:
@@ -270,6 +273,24 @@ def test_a_buyer_is_steered_by_the_protocol_steer_only():
     view = market.view(market.current)  # a buyer's opening
     assert steer_for(view, "protocol") == Steer((), fields=("Thought", "Talk", "Action"))
     assert steer_for(view, "legal") is None and steer_for(view, "deal") is None
+
+
+def test_a_buyers_deal_is_written_at_the_sellers_standing_offer():
+    config = get_preset("bilateral")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    buyer = market.current
+    offer = format_price(round(market.view(buyer).budget * 0.9, 2))  # within its budget
+    market.step("Thought: x\nTalk: hi\nAction: [BUY] $1.00")  # the opening bid
+    market.step(f"Thought: x\nTarget: 1\nTalk: no\nAction: [SELL] {offer}")
+    view = market.view(buyer)
+    assert market.current == buyer and format_price(view.offer) == offer
+    steer = steer_for(view, "protocol")
+    assert steer == Steer(((1, offer),), fields=("Thought", "Talk", "Action"))
+    reply = "Thought: fine\nTalk: ok\nAction: [DEAL]"
+    done = reply + steer.forced(reply)[0]
+    market.step(done)  # accepted: no violation, the deal at the offer
+    result = market.result()
+    assert result.outcome == "deal" and format_price(result.deal.price) == offer
 
 
 def test_replies_decoded_under_the_protocol_steer_open_every_line_with_its_label(hf) -> None:
