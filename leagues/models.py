@@ -17,10 +17,12 @@ warm-started model for RL to find.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,25 +110,52 @@ def resolve_model_path(config: LeagueConfig, folder: Path) -> tuple[Path, bool]:
 def prepare_base_model(config: LeagueConfig, folder: Path, log: Log) -> Path:
     """The folder of the model generation 1 starts from: checked, built or warmed up."""
     path, buildable = resolve_model_path(config, folder)
-    if not (path / "config.json").is_file():
-        if not buildable:
-            raise FileNotFoundError(
-                f"league.learner.model: no model folder at {path}; give a local transformers "
-                "model folder, or 'tiny' to build the project's tiny test model"
-            )
-        tiny = config.learner.tiny
-        if config.learner.train.use_vllm and tiny.hidden // tiny.heads < VLLM_MIN_HEAD_SIZE:
-            # vLLM's CPU attention kernels need a head size of at least 32.
-            tiny = dataclasses.replace(tiny, heads=max(1, tiny.hidden // VLLM_MIN_HEAD_SIZE))
-            log(f"use_vllm: the tiny model gets {tiny.heads} heads (head size >= 32 for vLLM)")
-        log(f"building the project's tiny model at {path}")
-        seed = base_seed(config)
-        save_atomically(path, lambda tmp: build_league_tiny_model(tmp, tiny, seed, log))
+    if not buildable and not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"league.learner.model: no model folder at {path}; give a local transformers "
+            "model folder, or 'tiny' to build the project's tiny test model"
+        )
+    if buildable:
+        with building(path, log):
+            _build_tiny(config, path, log)
     check_model_folder(path)
     load_chat_tokenizer(path)
     if not config.learner.warm_start:
         return path
-    return warm_start(config, path, base_folder(config, folder) / "warm-start", log)
+    out = base_folder(config, folder) / "warm-start"
+    with building(out, log):
+        return warm_start(config, path, out, log)
+
+
+@contextlib.contextmanager
+def building(path: Path, log: Log) -> Iterator[None]:
+    """Hold ``<path>.lock`` while this process checks for and builds the shared folder
+    ``path``: seeds of one recipe started side by side share one base, and without the lock
+    each would build it over the others' half-written files. The second waits for the first
+    (the kernel drops a killed holder's lock) and then finds the folder built."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another run that builds {path}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _build_tiny(config: LeagueConfig, path: Path, log: Log) -> None:
+    """Build the project's tiny model at ``path`` (the tiny spec, or a relative model folder
+    that does not exist), unless it is there."""
+    if (path / "config.json").is_file():
+        return
+    tiny = config.learner.tiny
+    if config.learner.train.use_vllm and tiny.hidden // tiny.heads < VLLM_MIN_HEAD_SIZE:
+        # vLLM's CPU attention kernels need a head size of at least 32.
+        tiny = dataclasses.replace(tiny, heads=max(1, tiny.hidden // VLLM_MIN_HEAD_SIZE))
+        log(f"use_vllm: the tiny model gets {tiny.heads} heads (head size >= 32 for vLLM)")
+    log(f"building the project's tiny model at {path}")
+    seed = base_seed(config)
+    save_atomically(path, lambda tmp: build_league_tiny_model(tmp, tiny, seed, log))
 
 
 def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from pathlib import Path
 
 from leagues.config import LeagueConfig
-from leagues.models import base_folder, tiny_model_folder
+from leagues.models import base_folder, building, tiny_model_folder
+from leagues.trainer import save_atomically
 
 from .leagues import league_config
 
@@ -46,3 +49,35 @@ def test_a_tiny_model_stored_inside_an_earlier_base_folder_is_kept_there(tmp_pat
     earlier.mkdir(parents=True)
     (earlier / "config.json").write_text("{}")
     assert tiny_model_folder(seller, folder) == earlier
+
+
+def test_a_second_builder_of_a_shared_base_waits_for_the_first_and_finds_it_built(
+    tmp_path: Path,
+) -> None:
+    # Seeds started side by side share one base folder: the second must not build it again
+    # over the first's half-written files (save_atomically's ".partial" is one path for both).
+    target = tmp_path / "bases" / "tiny-abc"
+    held, release, lines, found = threading.Event(), threading.Event(), [], []
+
+    def first() -> None:
+        with building(target, lines.append):
+            held.set()
+            release.wait(10)
+            save_atomically(target, lambda tmp: (tmp / "config.json").write_text("{}"))
+
+    def second() -> None:
+        with building(target, lines.append):
+            found.append((target / "config.json").is_file())
+
+    builders = [threading.Thread(target=first), threading.Thread(target=second)]
+    builders[0].start()
+    held.wait(10)
+    builders[1].start()
+    deadline = time.monotonic() + 10
+    while not lines and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lines == [f"waiting for another run that builds {target}"] and found == []
+    release.set()
+    for builder in builders:
+        builder.join(10)
+    assert found == [True]
