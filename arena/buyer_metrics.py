@@ -14,6 +14,7 @@ from arena.estimates import Estimate, by_buyer_type, counted, estimate, mean_ove
 from arena.money import cents
 from arena.records import EpisodeRecord
 from arena.rewards import buyer_surplus_ratio
+from arena.seats import seat_role
 
 
 def is_deal(record: EpisodeRecord) -> bool:
@@ -128,7 +129,8 @@ def episode_buyer_rewards(record: EpisodeRecord) -> list[float]:
 
 def episode_buyer_violation(record: EpisodeRecord) -> float:
     """1 if a buyer's violation ended the episode (Sec 3.2; seed 003: a bid above the budget)."""
-    return float(record.result.violation_by == "buyer")
+    by = record.result.violation_by
+    return float(by is not None and seat_role(by) == "buyer")
 
 
 def episode_buyer_side_reward(record: EpisodeRecord) -> float:

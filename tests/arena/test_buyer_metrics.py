@@ -86,11 +86,21 @@ def test_buyer_lineup_must_name_every_slot():
 def test_a_buyer_violation_counts_for_the_buyer_side_and_a_seller_violation_does_not():
     import dataclasses
 
+    from arena.catalog import load_catalog
+    from arena.config import get_preset
+    from arena.game import Market
+    from arena.money import format_price
+    from arena.scenarios import make_scenario
+
+    config = get_preset("bilateral")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    over = format_price(market.view(market.current).budget * 2)
+    market.step(f"Thought: x\nTalk: hi\nAction: [BUY] {over}")  # twice its budget
+    while not market.done:  # re-sampled, still over: the game penalises the buyer seat
+        market.step(f"Thought: x\nTalk: hi\nAction: [BUY] {over}")
     seller_slip = record(violation="below_cost")
-    buyer_slip = dataclasses.replace(
-        seller_slip,
-        result=dataclasses.replace(seller_slip.result, violation="buyer", violation_by="buyer"),
-    )
+    buyer_slip = dataclasses.replace(seller_slip, result=market.result())
+    assert buyer_slip.result.violation_by == "buyer_1"  # the game names the seat
     assert buyer_metrics.episode_buyer_violation(buyer_slip) == 1.0
     assert buyer_metrics.episode_buyer_violation(seller_slip) == 0.0
     assert buyer_metrics.episode_buyer_violation(record(deal=(1, 30.0))) == 0.0
