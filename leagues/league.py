@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +67,7 @@ from leagues.plan import (
     model_spec,
     training_rows,
 )
+from leagues.remote import start_learner, stop_learner, train_remote
 from leagues.report import write_league_report
 from leagues.state import (
     STAGES,
@@ -127,6 +129,8 @@ class LeagueRun:
     labels: dict[str, str] = field(default_factory=dict)
     actor_pool: ActorPool | None = None
     """``executor = "ray"``: the actors every evaluation round plays on (models loaded once)."""
+    learner: Any = None
+    """``executor = "ray"``: the learner's own actor (:mod:`leagues.remote`), else None."""
 
     @property
     def name(self) -> str:
@@ -241,7 +245,10 @@ class LeagueRun:
 
         self.log(f"generation {g}: training the {plan.side} for {steps} steps ({len(rows)} groups, "
                  f"learning rate {config.learning_rate(g):.3g})")  # fmt: skip
-        train_learner(job, on_step)
+        if self.learner is not None:
+            train_remote(self.learner, job, on_step, self.log)
+        else:
+            train_learner(job, on_step)
         self.log(f"generation {g}: trained in {time.perf_counter() - started:.0f} s")
         return plan
 
@@ -375,6 +382,9 @@ def run_league(
             run.actor_pool = stack.enter_context(
                 ActorPool.open(config.ray_address or None, config.workers)
             )
+            # The learner's actor before any round: it holds its share, the pool the rest.
+            run.learner = start_learner(config.learner.train, config.cpu_threads)
+            stack.callback(stop_learner, run.learner)
         run.label_all()
         run.setup()
         for g in range(1, config.generations + 1):

@@ -5,7 +5,9 @@ episodes still to play by the back-ends they need (:func:`model_group`: the sort
 of the match's LLM seats; every adapter of one base model shares the base's key). Episodes of
 scripted agents alone keep the stateless path: chunks as Ray tasks, retried by Ray when their
 worker or node dies. Episodes of a model group go, chunk by chunk, to the :class:`ModelActor`
-actors of that group (``workers`` of them, or fewer when there are fewer chunks): an actor is one
+actors of that group (``workers`` of them, or fewer when there are fewer chunks; an actor takes
+chunks once it has answered a ping, so one the cluster has no room for yet holds no episodes
+while it waits, as a league's learner actor may leave it): an actor is one
 Ray worker process holding the group's back-ends in the process-wide back-end cache
 (:func:`agents.backends.get_backend`), so a model is loaded once per actor, not once per chunk,
 and the chunk is played by the project's one episode driver (:func:`agents.engine.play_matches`,
@@ -118,6 +120,9 @@ class _Actor:
     busy: bool = False
     lost: bool = False
     """Its worker died; it serves again once a ping answers (Ray restarted it)."""
+    starting: bool = True
+    """Not answered yet: it takes chunks once a ping answers (the cluster may have no room for
+    it until another group's actors or a league's learner free theirs)."""
     cpus: float = 1
     """The CPUs Ray holds for it."""
     pid: int | None = None
@@ -208,7 +213,10 @@ class ActorPool:
         remote_task = ray.remote(max_retries=MAX_ATTEMPTS)(_apply)
         actor_class = ray.remote(max_restarts=-1, max_task_retries=0)(ModelActor)
         gpus = ray.cluster_resources().get("GPU", 0)
-        cpus = ray.cluster_resources().get("CPU", 0)
+        # The CPUs this pool may use: those free now and those its kept actors hold (a league's
+        # learner actor holds its own for the whole league; a scripted task sent beyond them
+        # would wait for a CPU that never frees).
+        cpus = ray.available_resources().get("CPU", 0) + sum(a.cpus for a in self.kept)
         queues = {g: deque(cs) for g, cs in chunks.items() if g and cs}
         loose = deque(chunks.get((), []))
         attempts: dict[int, int] = {}
@@ -220,38 +228,42 @@ class ActorPool:
         self.kept = []
         for actor in actors:
             actor.busy = False
-            if actor.lost:  # lost after its last chunk: serves again once Ray restarted it
+            if actor.lost or actor.starting:  # serves once Ray has (re)started it
                 inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
         for group, queue in queues.items():
             count = min(self.actors_per_group, len(queue))
             options = actor_resources(group, gpus)
             have = sum(a.group == group for a in actors)
-            actors += [
-                _Actor(actor_class.options(**options).remote(), group, cpus=options["num_cpus"])
-                for _ in range(max(0, count - have))
-            ]
-            run.actors[group] = max(count, have)
+            for _ in range(max(0, count - have)):
+                # It takes chunks once it answers: one the cluster has no room for yet (a
+                # league's learner holds some) waits without holding any episodes.
+                handle = actor_class.options(**options).remote()
+                actor = _Actor(handle, group, cpus=options["num_cpus"])
+                inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
+                actors.append(actor)
 
         def feed() -> None:
             for actor in actors:
                 source = queues[actor.group] or loose
-                if source and not actor.busy and not actor.lost:
+                if source and not actor.busy and not actor.lost and not actor.starting:
                     chunk = source.popleft()
                     actor.busy = True
                     ref = actor.handle.play.remote(task_ref, chunk)
                     inflight[ref] = ("play", actor, chunk, source)
             tasks = sum(what == "task" for what, *_ in inflight.values())
-            free = cpus - sum(a.cpus for a in actors) - tasks
-            while loose and (free >= 1 or (not actors and not tasks)):
+            spare = cpus - sum(a.cpus for a in actors) - tasks
+            while loose and (spare >= 1 or (not actors and not tasks)):
                 inflight[remote_task.remote(task_ref, loose[0])] = ("task", None, loose[0], None)
                 loose.popleft()
-                free, tasks = free - 1, tasks + 1
+                spare, tasks = spare - 1, tasks + 1
 
         def count_loads(actor: _Actor) -> None:
             """Add the model loads of ``actor`` not counted yet to the run's."""
             try:  # an actor lost since its last chunk (or restarting) counts no loads
                 pid, loads = (
-                    (None, {}) if actor.lost else ray.get(actor.handle.loads.remote(), timeout=60)
+                    (None, {})
+                    if actor.lost or actor.starting
+                    else ray.get(actor.handle.loads.remote(), timeout=60)
                 )
             except (RayActorError, GetTimeoutError):
                 pid, loads = None, {}
@@ -265,6 +277,7 @@ class ActorPool:
         def retire(group: Group) -> None:
             """The group's last chunk is in while other groups still play: count its model
             loads and free its actors (their resources may be what the others wait for)."""
+            run.actors[group] = sum(not a.starting for a in actors if a.group == group)
             for actor in [a for a in actors if a.group == group]:
                 count_loads(actor)
                 ray.kill(actor.handle, no_restart=True)
@@ -282,7 +295,7 @@ class ActorPool:
                 ) from exc
             run.retried_chunks += 1
             source.appendleft(chunk)
-            others = sum(not a.lost for a in actors if a.group == actor.group)
+            others = sum(not (a.lost or a.starting) for a in actors if a.group == actor.group)
             note(
                 f"worker lost ({type(exc).__name__}): its {len(chunk)} episodes are played again "
                 + (f"by {others} other actor(s)" if others else "once Ray restarts the actor")
@@ -315,8 +328,9 @@ class ActorPool:
                         raise
                 else:
                     if what == "ping" and actor is not None:
-                        actor.lost = False
-                        note(f"an actor of {', '.join(actor.group)} is back (restarted by Ray)")
+                        if actor.lost:
+                            note(f"an actor of {', '.join(actor.group)} is back (restarted by Ray)")
+                        actor.lost = actor.starting = False
                     else:
                         if actor is not None:
                             actor.busy = False
@@ -326,6 +340,8 @@ class ActorPool:
                                 retire(group)
                         yield result
                 feed()
+            for group in {a.group for a in actors}:  # the actors that played
+                run.actors[group] = sum(not a.starting for a in actors if a.group == group)
             for actor in actors:  # the last groups' actors stay for the next run
                 count_loads(actor)
             self.kept, actors, finished = actors, [], True

@@ -1,0 +1,145 @@
+"""The learner on its own Ray actor (``[league] executor = "ray"``).
+
+The rollout/trainer split of verl, OpenRLHF and SkyRL, at the league's scale: the evaluation
+rounds play on the pool's model-holding actors (:mod:`tournaments.ray_pool`), and each
+generation's training stage runs in a :class:`LearnerActor`, a Ray worker that holds the GPU the
+trainer uses where the cluster has one (``num_gpus=1``), else CPUs (:func:`learner_resources`).
+The league creates it before its first round, so its resources are taken before the pool fills
+the rest of the cluster, and keeps it for every generation.
+
+What travels: the :class:`~leagues.trainer.TrainJob` (paths and settings; no tensors) goes to
+the actor, each optimizer step's logs come back as they happen (a streaming generator), and the
+driver writes them to the store: the database has one writer. The trained checkpoint is handed
+back as its adapter's path, which the pool's actors load as a LoRA request: the league folder must
+be on storage every node sees (one machine, or a shared file system on a cluster).
+
+Faults. The actor is created with ``max_restarts=-1``: when its worker or node dies mid-training,
+Ray restarts it, and the driver sends the job again (up to ``MAX_ATTEMPTS`` times). The trainer
+resumes from the last checkpoint it saved in ``job.output_dir``, as a killed local run does, and a
+replayed step replaces its stored row, so no step is lost or stored twice. The driver killed: the
+actor ends with its job, and the same command resumes the generation from that checkpoint.
+
+Ray is imported inside the functions (it is an optional dependency).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from leagues.train_config import TrainConfig
+from leagues.trainer import StepHook, TrainJob, train_learner
+
+PLACEMENT_TIMEOUT_S = 300
+"""How long the league waits for the cluster to place its learner actor."""
+MAX_ATTEMPTS = 3
+"""Sends of one job to the learner actor before the league stops (a lost worker each time)."""
+
+
+def learner_resources(train: TrainConfig, cluster_gpus: float, cpu_threads: int) -> dict:
+    """Ray resources of the learner: a GPU when it trains on one (``device = "cuda"``, or
+    ``auto`` on a cluster with a GPU), else the CPUs its torch threads use (at least one)."""
+    gpu = train.device == "cuda" or (train.device == "auto" and cluster_gpus >= 1)
+    cpus = max(1, cpu_threads)
+    return {"num_cpus": cpus, "num_gpus": 1} if gpu else {"num_cpus": cpus}
+
+
+class LearnerActor:
+    """One Ray worker that trains the league's learner, a generation at a time."""
+
+    def __init__(self, cpu_threads: int) -> None:
+        if cpu_threads:  # the driver's setting: the same arithmetic as a local league
+            import torch
+
+            torch.set_num_threads(cpu_threads)
+
+    def train(self, job: TrainJob) -> Iterator[tuple[int, dict[str, float]] | str]:
+        """Train ``job`` (:func:`~leagues.trainer.train_learner`): each step's (step, logs)
+        as it is taken, then the adapter's path."""
+        steps: queue.Queue[Any] = queue.Queue()
+        outcome: list[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append(str(train_learner(job, lambda s, logs: steps.put((s, logs)))))
+            except BaseException as exc:  # re-raised in the caller's thread below
+                outcome.append(exc)
+            steps.put(None)
+
+        worker = threading.Thread(target=run, name="learner", daemon=True)
+        worker.start()
+        while (item := steps.get()) is not None:
+            yield item
+        worker.join()
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        yield outcome[0]
+
+    def where(self) -> tuple[str, int]:
+        """(node id, process id) of this actor."""
+        import os
+
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+
+def start_learner(train: TrainConfig, cpu_threads: int) -> Any:
+    """The league's learner actor (Ray initialised), created now so that it holds its
+    resources before the pool's actors take the rest."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    gpus = ray.cluster_resources().get("GPU", 0)
+    options = learner_resources(train, gpus, cpu_threads)
+    actor = ray.remote(max_restarts=-1, max_task_retries=0)(LearnerActor)
+    learner = actor.options(**options).remote(cpu_threads)
+    try:  # placed before the pool counts what is free
+        ray.get(learner.where.remote(), timeout=PLACEMENT_TIMEOUT_S)
+    except GetTimeoutError:
+        ray.kill(learner, no_restart=True)
+        raise RuntimeError(
+            f"the league's learner actor needs {options} and the Ray cluster has not placed it "
+            f"in {PLACEMENT_TIMEOUT_S} s (free now: {ray.available_resources()}); add a node "
+            "with those resources, or run the league with executor = 'local'"
+        ) from None
+    return learner
+
+
+def stop_learner(learner: Any) -> None:
+    """Kill the learner actor (its resources go back to the cluster)."""
+    import ray
+
+    ray.kill(learner, no_restart=True)
+
+
+def train_remote(learner: Any, job: TrainJob, on_step: StepHook, note: Any = print) -> Path:
+    """Train ``job`` on the learner actor, ``on_step`` called in this process as each step's
+    logs arrive; a lost worker sends the job again (it resumes from its last checkpoint)."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            adapter = None
+            for ref in learner.train.options(num_returns="streaming").remote(job):
+                item = ray.get(ref)
+                if isinstance(item, str):
+                    adapter = Path(item)
+                else:
+                    on_step(*item)
+            assert adapter is not None, "the learner actor ended without its adapter"
+            return adapter
+        except RayActorError as exc:
+            if attempt == MAX_ATTEMPTS:
+                raise RuntimeError(
+                    f"the learner actor was lost {attempt} times training {job.run_name}: {exc}"
+                ) from exc
+            note(
+                f"learner lost ({type(exc).__name__}): training {job.run_name} again from its "
+                "last checkpoint once Ray restarts the actor"
+            )
+    raise AssertionError("unreachable")
