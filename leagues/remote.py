@@ -24,6 +24,7 @@ Ray is imported inside the functions (it is an optional dependency).
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -80,8 +81,6 @@ class LearnerActor:
 
     def where(self) -> tuple[str, int]:
         """(node id, process id) of this actor."""
-        import os
-
         import ray
 
         return ray.get_runtime_context().get_node_id(), os.getpid()
