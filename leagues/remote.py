@@ -24,7 +24,6 @@ Ray is imported inside the functions (it is an optional dependency).
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from typing import Any
 
 from leagues.train_config import TrainConfig
 from leagues.trainer import StepHook, TrainJob, train_learner
+from tournaments.ray_pool import ModelActor
 
 PLACEMENT_TIMEOUT_S = 300
 """How long the league waits for the cluster to place its learner actor."""
@@ -79,11 +79,8 @@ class LearnerActor:
             raise outcome[0]
         yield outcome[0]
 
-    def where(self) -> tuple[str, int]:
-        """(node id, process id) of this actor."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id(), os.getpid()
+    where = ModelActor.where
+    """(node id, process id) of this actor: the pool's actors answer the same way."""
 
 
 def start_learner(train: TrainConfig, cpu_threads: int) -> Any:
@@ -130,7 +127,8 @@ def train_remote(learner: Any, job: TrainJob, on_step: StepHook, note: Any = pri
                     adapter = Path(item)
                 else:
                     on_step(*item)
-            assert adapter is not None, "the learner actor ended without its adapter"
+            if adapter is None:
+                raise RuntimeError(f"the learner actor ended {job.run_name} without its adapter")
             return adapter
         except RayActorError as exc:
             if attempt == MAX_ATTEMPTS:

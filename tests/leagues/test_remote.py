@@ -29,33 +29,14 @@ def test_the_learner_holds_a_gpu_where_it_trains_on_one_else_its_threads_cpus() 
     assert learner_resources(cpu, cluster_gpus=8, cpu_threads=1) == {"num_cpus": 1}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_a_job_trained_on_the_learner_actor_streams_its_steps_and_saves_the_local_adapter(
-    warm_models: dict[str, Path], tmp_path: Path
-) -> None:
+def train_on_the_actor(
+    model: Path, out: Path, kill_after_first_step: bool
+) -> tuple[list[int], list[str], tuple[int, int], Path]:
+    """(steps streamed, notes, (first pid, last pid) of the learner, the adapter): a seller job
+    trained on a learner actor of a two-node cluster, its worker SIGKILLed after the first
+    step's logs arrive when asked."""
     import ray
 
-    local = train_learner(seller_job(warm_models["seller"], tmp_path / "local"))
-    steps: list[int] = []
-    with two_node_cluster():
-        learner = start_learner(TrainConfig.from_dict({"device": "cpu"}), cpu_threads=1)
-        _, pid = ray.get(learner.where.remote())
-        job = seller_job(warm_models["seller"], tmp_path / "remote")
-        adapter = train_remote(learner, job, lambda step, logs: steps.append(step))
-        stop_learner(learner)
-    assert pid != os.getpid() and steps == [1, 2]  # trained elsewhere, each step streamed back
-    assert adapter == job.adapter_dir and same_weights(adapter, local)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_a_learner_killed_mid_training_is_sent_the_job_again_and_ends_with_the_same_adapter(
-    warm_models: dict[str, Path], tmp_path: Path
-) -> None:
-    import ray
-
-    local = train_learner(seller_job(warm_models["seller"], tmp_path / "local"))
     steps: list[int] = []
     notes: list[str] = []
     with two_node_cluster():
@@ -64,13 +45,38 @@ def test_a_learner_killed_mid_training_is_sent_the_job_again_and_ends_with_the_s
 
         def on_step(step: int, _logs: dict) -> None:
             steps.append(step)
-            if len(steps) == 1:  # the first step is in: its worker dies like a lost machine
+            if kill_after_first_step and len(steps) == 1:  # dies like a lost machine
                 os.kill(pid, signal.SIGKILL)
 
-        job = seller_job(warm_models["seller"], tmp_path / "remote")
-        adapter = train_remote(learner, job, on_step, notes.append)
-        _, restarted = ray.get(learner.where.remote())
+        adapter = train_remote(learner, seller_job(model, out), on_step, notes.append)
+        _, last = ray.get(learner.where.remote())
         stop_learner(learner)
-    assert restarted != pid and any("learner lost" in n for n in notes), notes
+    return steps, notes, (pid, last), adapter
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_job_trained_on_the_learner_actor_streams_its_steps_and_saves_the_local_adapter(
+    warm_models: dict[str, Path], tmp_path: Path
+) -> None:
+    local = train_learner(seller_job(warm_models["seller"], tmp_path / "local"))
+    steps, notes, (pid, last), adapter = train_on_the_actor(
+        warm_models["seller"], tmp_path / "remote", kill_after_first_step=False
+    )
+    assert pid == last != os.getpid() and notes == []  # trained elsewhere, by one worker
+    assert steps == [1, 2]  # each step streamed back as it was taken
+    assert adapter == tmp_path / "remote" / "adapter" and same_weights(adapter, local)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_learner_killed_mid_training_is_sent_the_job_again_and_ends_with_the_same_adapter(
+    warm_models: dict[str, Path], tmp_path: Path
+) -> None:
+    local = train_learner(seller_job(warm_models["seller"], tmp_path / "local"))
+    steps, notes, (pid, last), adapter = train_on_the_actor(
+        warm_models["seller"], tmp_path / "remote", kill_after_first_step=True
+    )
+    assert last != pid and any("learner lost" in n for n in notes), notes
     assert steps[0] == 1 and steps[-1] == 2  # resumed (or replayed), never past the job
     assert same_weights(adapter, local)
