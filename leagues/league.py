@@ -65,6 +65,7 @@ from leagues.plan import (
     eval_tournament,
     learner_name,
     model_spec,
+    spare_scenarios,
     training_rows,
 )
 from leagues.remote import start_learner, stop_learner, train_remote
@@ -232,6 +233,7 @@ class LeagueRun:
             learner_name=learner_name(plan.label, config.learner),
             log_dir=self.folder / "logs" / folder.name,
             run_name=f"{self.name}/{folder.name}",
+            spares=tuple(spare_scenarios(config, g)),
         )
         claim_folder(folder, self.name, league_hash(self.store, self.name))
         started = time.perf_counter()

@@ -124,6 +124,24 @@ def training_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
     return make_scenarios(market, catalog, config.seed, count, start=start)
 
 
+SPARE_START = 1 << 30
+"""Index of the first spare scenario in the seed's list: far beyond every generation's own."""
+
+
+def spare_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
+    """Fresh training scenarios for dynamic sampling (``train.dynamic_sampling``): a slice per
+    generation of a part of the seed's list no generation trains on, one scenario per group
+    and round, in step order (:class:`leagues.trainer.TrainJob`)."""
+    train = config.learner.train
+    count = config.learner.steps_per_generation * train.scenarios_per_step * train.dynamic_sampling
+    if not count:
+        return []
+    market = config.train_market_config()
+    catalog = split_catalog(load_catalog(config.catalog), config.train_split)
+    start = SPARE_START + (generation - 1) * count
+    return make_scenarios(market, catalog, config.seed, count, start=start)
+
+
 def training_rows(
     config: LeagueConfig,
     generation: int,

@@ -24,6 +24,7 @@ SPIRAL's role-conditioned advantage estimation, expressed as GRPO groups.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ LEARNER = "learner"
 
 ZERO_ADVANTAGE = "zero_advantage_groups"
 """Logged per step: the batch's GRPO groups whose rewards are all equal (they train nothing)."""
+
+RESAMPLED = "resampled_groups"
+"""Logged per step: the batch's GRPO groups replayed on a fresh scenario (dynamic sampling)."""
 
 
 @dataclass(frozen=True)
@@ -277,7 +281,12 @@ def assign_episodes(rows: Sequence[GroupRow]) -> tuple[list[GroupRow], list[int]
 
 
 def rollout_batch(
-    rows: Sequence[GroupRow], config: MarketConfig, policy: Policy, seed: int
+    rows: Sequence[GroupRow],
+    config: MarketConfig,
+    policy: Policy,
+    seed: int,
+    spares: Sequence[Scenario] = (),
+    rounds: int = 0,
 ) -> dict[str, list[Any]]:
     """What ``rollout_func`` returns for the dataset entries ``rows`` (one per entry, in order).
 
@@ -285,8 +294,41 @@ def rollout_batch(
     learner's own tokens. Every other key reaches the reward function as a keyword argument:
     ``learner_reward`` (the verifiable reward), ``learner_turns`` (the learner's replies: TRL's
     ``completions`` would be the whole decoded stream), ``episode`` (an id shared by the entries
-    of one self-play episode) and the training metrics of the episode (``arena.metrics``).
+    of one self-play episode), ``resampled`` (the entry's group was replayed) and the training
+    metrics of the episode (``arena.metrics``).
+
+    DAPO's dynamic sampling, when ``rounds`` > 0: a group whose rewards are all equal trains
+    nothing, so up to ``rounds`` times each such group is played again, all its entries, on the
+    next unused scenario of ``spares`` (same seats, same dataset key: TRL still sees one group);
+    groups still flat afterwards stay in the batch and are counted by the reward function.
     """
+    out = _play_entries(rows, config, policy, seed)
+    out["resampled"] = [False] * len(rows)
+    unused = list(spares)
+    for attempt in range(1, rounds + 1):
+        flat = flat_groups([row.key for row in rows], out["learner_reward"])
+        fresh = {key: unused.pop(0) for key in flat[: len(unused)]}
+        if not fresh:
+            break
+        chosen = [i for i, row in enumerate(rows) if row.key in fresh]
+        again = [dataclasses.replace(rows[i], scenario=fresh[rows[i].key]) for i in chosen]
+        replayed = _play_entries(again, config, policy, resample_seed(seed, attempt))
+        for j, i in enumerate(chosen):
+            for column, values in replayed.items():
+                out[column][i] = values[j]
+            out["resampled"][i] = True
+    return out
+
+
+def resample_seed(seed: int, attempt: int) -> int:
+    """The rollout seed of dynamic sampling's ``attempt``-th replay of a step's flat groups."""
+    return int(np.random.SeedSequence([seed, attempt, 23]).generate_state(1)[0]) & 0x7FFFFFFF
+
+
+def _play_entries(
+    rows: Sequence[GroupRow], config: MarketConfig, policy: Policy, seed: int
+) -> dict[str, list[Any]]:
+    """Play the episodes the entries ``rows`` need and give each entry its columns."""
     to_play, serving = assign_episodes(rows)
     rollouts = play_rollouts(to_play, config, policy, seed)
     names = [m.name for m in metrics.group(metrics.TRAINING)]
@@ -322,19 +364,24 @@ def batch_means(
     return means
 
 
-def zero_advantage_groups(prompts: Sequence[Any], rewards: Sequence[float | None]) -> int:
-    """GRPO groups (entries with the same dataset prompt) that train nothing: all their scored
-    rewards are equal, or fewer than two are scored (errored episodes carry no reward). TRL's
-    advantage is then 0 for every member, and so is the group's gradient."""
-    groups: dict[Any, set[float]] = {}
-    scored: dict[Any, int] = {}
+def flat_groups(prompts: Sequence[Any], rewards: Sequence[float | None]) -> list[str]:
+    """GRPO groups (entries with the same dataset prompt), in order of first entry, that train
+    nothing: all their scored rewards are equal, or fewer than two are scored (errored episodes
+    carry no reward). TRL's advantage is then 0 for every member, and so is the gradient."""
+    groups: dict[str, set[float]] = {}
+    scored: dict[str, int] = {}
     for prompt, reward in zip(prompts, rewards, strict=True):
         key = str(prompt)
         groups.setdefault(key, set())
         if reward is not None:
             groups[key].add(reward)
             scored[key] = scored.get(key, 0) + 1
-    return sum(len(values) <= 1 or scored.get(key, 0) < 2 for key, values in groups.items())
+    return [key for key, values in groups.items() if len(values) <= 1 or scored.get(key, 0) < 2]
+
+
+def zero_advantage_groups(prompts: Sequence[Any], rewards: Sequence[float | None]) -> int:
+    """How many GRPO groups train nothing (:func:`flat_groups`)."""
+    return len(flat_groups(prompts, rewards))
 
 
 def learner_reward(
@@ -343,13 +390,15 @@ def learner_reward(
     learner_reward: list[float | None],
     episode: list[str],
     log_metric: Callable[[str, float], None] | None = None,
+    resampled: list[bool] | None = None,
     **metrics_columns: Any,
 ) -> list[float | None]:
     """TRL reward function: the learner's verifiable reward, carried by the rollout.
 
-    Logs, through TRL's ``log_metric``, the training metrics of the batch's distinct episodes
-    and ``zero_advantage_groups``: the batch's groups with nothing to learn from (on several
-    processes, the mean over processes of each one's count).
+    Logs, through TRL's ``log_metric``, the training metrics of the batch's distinct episodes,
+    ``zero_advantage_groups`` (the batch's groups with nothing to learn from, after dynamic
+    sampling) and ``resampled_groups`` (groups dynamic sampling replayed); on several processes,
+    the mean over processes of each one's count.
     """
     if log_metric is not None:
         names = [m.name for m in metrics.group(metrics.TRAINING)]
@@ -357,4 +406,6 @@ def learner_reward(
         for name, value in batch_means(episode, columns).items():
             log_metric(name, value)
         log_metric(ZERO_ADVANTAGE, float(zero_advantage_groups(prompts, learner_reward)))
+        replayed = {str(p) for p, r in zip(prompts, resampled or [], strict=False) if r}
+        log_metric(RESAMPLED, float(len(replayed)))
     return list(learner_reward)

@@ -19,7 +19,7 @@ from arena import metrics, settings
 from arena.records import EpisodeRecord
 from leagues.config import LeagueConfig, without_loggers
 from leagues.plan import GenerationPlan
-from leagues.rollout import ZERO_ADVANTAGE
+from leagues.rollout import RESAMPLED, ZERO_ADVANTAGE
 from leagues.train_config import migrate_settings
 from tournaments.store import Store
 
@@ -33,12 +33,14 @@ STEP_METRICS: tuple[tuple[str, str], ...] = (
     ("entropy", "entropy"),
     ("step_time", "seconds"),
     (ZERO_ADVANTAGE, ZERO_ADVANTAGE),
+    (RESAMPLED, RESAMPLED),
     ("sampling/sampling_logp_difference/mean", "sampler_logp_diff"),
 )
 """(TRL log key, training_steps column) stored for every optimizer step: the reward, the
 registry's training metrics, the loss, the entropy, the step time, the GRPO groups with equal
-rewards (:func:`leagues.rollout.zero_advantage_groups`) and, with vLLM, the mean absolute
-difference between the sampler's and the trainer's token logprobs."""
+rewards (:func:`leagues.rollout.zero_advantage_groups`), the groups dynamic sampling replayed
+and, with vLLM, the mean absolute difference between the sampler's and the trainer's token
+logprobs."""
 
 CLIP_KEYS = ("cispo_clip_ratio", "clip_ratio/region_mean")
 """TRL's clip-ratio log key: CISPO's, or the PPO-style losses'."""

@@ -84,6 +84,7 @@ def summarize(
         mine = [s for s in steps if s["generation"] == g]
         rewards = [s["reward"] for s in mine if s["reward"] is not None]
         zero = [s["zero_advantage_groups"] for s in mine if s["zero_advantage_groups"] is not None]
+        resampled = sum(s.get("resampled_groups") or 0 for s in mine)
         mixture = ", ".join(
             f"{labels.get(spec, spec)}:{w:.2f}"
             for spec, w in zip(plan.opponents, plan.weights, strict=True)
@@ -97,7 +98,10 @@ def summarize(
                 "opponents": mixture or "itself",
                 "train_reward": "-" if not rewards else f"{rewards[0]:+.3f} -> {rewards[-1]:+.3f}",
                 # Groups that trained nothing (equal rewards), of all the generation's groups.
-                "zero_advantage": "-" if not zero else f"{sum(zero):.0f}/{len(zero) * per_step}",
+                "zero_advantage": "-"
+                if not zero
+                else f"{sum(zero):.0f}/{len(zero) * per_step}"
+                + (f" ({resampled:.0f} resampled)" if resampled else ""),
                 "stage": stage,
             }
         )

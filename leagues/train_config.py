@@ -177,6 +177,15 @@ class TrainConfig:
             "rollout round at once (fewest decoding steps)."
         ),
     )
+    dynamic_sampling: int = field(
+        default=0,
+        metadata=_help(
+            "DAPO's dynamic sampling: up to this many times a step, each GRPO group whose "
+            "rewards are all equal (it trains nothing) is replayed on a fresh training scenario; "
+            "logged as resampled_groups, with the groups still flat as zero_advantage_groups. "
+            "0: off (every step trains on its own scenarios only)."
+        ),
+    )
     report_to: tuple[str, ...] = field(
         default=(),
         metadata=_help(
@@ -199,7 +208,12 @@ class TrainConfig:
         for name in ("dtype", "vllm_dtype"):
             if getattr(self, name) not in DTYPES:
                 raise ValueError(f"{WHERE}.{name} must be one of {', '.join(DTYPES)}")
-        for name in ("max_episode_tokens", "rollout_kv_cache_mib", "decode_batch_size"):
+        for name in (
+            "max_episode_tokens",
+            "rollout_kv_cache_mib",
+            "decode_batch_size",
+            "dynamic_sampling",
+        ):
             _integer(WHERE, name, getattr(self, name), 0)
         for name in self.report_to:
             if name not in REPORTERS:

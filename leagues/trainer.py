@@ -43,6 +43,7 @@ import numpy as np
 from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_backend import load_tokenizer, resolve_device_dtype
 from arena.config import MarketConfig
+from arena.scenarios import Scenario
 from leagues.colocate import (
     check_sampler_model,
     engine_overrides,
@@ -85,6 +86,9 @@ class TrainJob:
     """Where the ``train.report_to`` loggers write (None: ``output_dir/logs``)."""
     run_name: str = "learner"
     """The run's name in those loggers (the league names it after the generation)."""
+    spares: tuple[Scenario, ...] = ()
+    """Fresh training scenarios for dynamic sampling (``train.dynamic_sampling``): step ``s``
+    replays its flat groups on its own slice of them, so a resumed step replays the same."""
 
     def __post_init__(self) -> None:
         needed = self.steps * self.train.scenarios_per_step
@@ -92,6 +96,13 @@ class TrainJob:
             raise ValueError(
                 f"a job of {self.steps} steps x {self.train.scenarios_per_step} scenarios needs "
                 f"{needed} rows, got {len(self.rows)}"
+            )
+        spares = needed * self.train.dynamic_sampling
+        if len(self.spares) != spares:
+            raise ValueError(
+                f"dynamic_sampling = {self.train.dynamic_sampling} over {needed} groups needs "
+                f"{spares} spare scenarios, got {len(self.spares)} "
+                "(leagues.plan.spare_scenarios makes them)"
             )
         if len({row.key for row in self.rows}) != len(self.rows):
             raise ValueError("dataset row keys must be unique (TRL passes only the key)")
@@ -243,12 +254,17 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
         if unknown:
             raise KeyError(f"rollout_func got prompts that are no dataset row: {unknown[:3]}")
         rows = [lookup[p] for p in prompts]
-        seed = step_seed(job.seed, trainer.state.global_step)
+        step = trainer.state.global_step
+        seed = step_seed(job.seed, step)
+        rounds = train.dynamic_sampling
+        per_step = train.scenarios_per_step * rounds
+        start = (step % job.steps) * per_step
+        spares = job.spares[start : start + per_step]
         limit = train.max_episode_tokens or model_context(trainer.model)
         if train.use_vllm:
             generate = VLLMGenerator(trainer, tokenizer)
             policy = Policy(job.learner_name, chat, generate, train.max_completion_length, limit)
-            return rollout_batch(rows, job.market, policy, seed)
+            return rollout_batch(rows, job.market, policy, seed, spares, rounds)
         generation = unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator)
         with generation as model, eval_mode(model):
             generate = HFGenerator(
@@ -261,7 +277,7 @@ def make_rollout_func(job: TrainJob, tokenizer: Any) -> Callable[[list[str], Any
                 kv_cache_bytes=train.rollout_kv_cache_mib * MIB,
             )
             policy = Policy(job.learner_name, chat, generate, train.max_completion_length, limit)
-            return rollout_batch(rows, job.market, policy, seed)
+            return rollout_batch(rows, job.market, policy, seed, spares, rounds)
 
     return rollout_func
 

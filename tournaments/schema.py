@@ -240,6 +240,12 @@ def _v6_reward_names(db: sqlite_utils.Database) -> None:
         )
 
 
+def _v7_resampled_groups(db: sqlite_utils.Database) -> None:
+    """Version 7: per training step, the GRPO groups dynamic sampling replayed on a fresh
+    scenario (``leagues.rollout.RESAMPLED``)."""
+    db.execute("ALTER TABLE training_steps ADD COLUMN resampled_groups REAL")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_initial,
     _v2_agent_lineage,
@@ -247,6 +253,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v4_replays_and_usage,
     _v5_training_story,
     _v6_reward_names,
+    _v7_resampled_groups,
 ]
 """Migration ``i`` takes a database at schema version ``i`` to ``i + 1``. Append, never edit."""
 

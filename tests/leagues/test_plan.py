@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from leagues.config import LeagueConfig
-from leagues.plan import GenerationPlan, training_rows
+from leagues.plan import GenerationPlan, spare_scenarios, training_rows
 from leagues.rollout import LEARNER
 from tests.leagues.leagues import league_config
 
@@ -49,3 +50,17 @@ def test_self_play_rows_pair_the_seller_and_buyer_seat_of_each_scenario(tmp_path
     assert [r.trained for r in rows[:4]] == ["seller", "buyer_1", "seller", "buyer_1"]
     assert rows[0].scenario == rows[1].scenario != rows[2].scenario
     assert all(r.seller == LEARNER and set(r.buyers) == {LEARNER} for r in rows)
+
+
+def test_spare_scenarios_are_one_per_group_and_round_and_never_a_generations_own(tmp_path):
+    config = LeagueConfig.from_toml(league_config(tmp_path))
+    assert spare_scenarios(config, 1) == []  # dynamic sampling off: no spares
+    train = dataclasses.replace(config.learner.train, dynamic_sampling=2)
+    config = dataclasses.replace(config, learner=dataclasses.replace(config.learner, train=train))
+    first, second = spare_scenarios(config, 1), spare_scenarios(config, 2)
+    assert len(first) == len(second) == 2 * 2 * 2  # steps x groups per step x rounds
+    rows = [training_rows(config, g, "seller", ["scripted:time"], [1.0]) for g in (1, 2, 3)]
+    own = {r.scenario.index for generation in rows for r in generation}
+    spare = {s.index for s in first + second}
+    assert len(spare) == 16 and spare.isdisjoint(own)
+    assert spare_scenarios(config, 1) == first  # seeded: a resume replays the same spares

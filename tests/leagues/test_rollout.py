@@ -15,6 +15,7 @@ from agents.finetune import chat_examples
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
+from leagues.generators import Sample
 from leagues.rollout import (
     LEARNER,
     GroupRow,
@@ -188,6 +189,7 @@ def test_the_reward_function_logs_each_metric_over_distinct_episodes():
         "deal_rate": pytest.approx(2 / 3),
         "surplus_extraction_ratio": 0.375,
         "zero_advantage_groups": 0.0,  # one group of four, rewards 0.5 and 0.25: it trains
+        "resampled_groups": 0.0,
     }
 
 
@@ -197,3 +199,74 @@ def test_groups_with_equal_rewards_are_counted_as_training_nothing():
     # g1: equal rewards; g2: different; g3: one scored reward; g4: none scored.
     assert zero_advantage_groups(prompts, rewards) == 3
     assert zero_advantage_groups(["a", "a"], [0.0, 1e-9]) == 0
+
+
+def quitting_on(tokenizer, titles: set[str], text_policy):
+    """A seller policy that quits at once (reward 0: a flat group) in episodes of the products
+    named in ``titles`` ("*": every product) and plays ``text_policy``'s random moves otherwise."""
+    text = "Thought: No.\nTarget: 1\nTalk: Bye.\nAction: [QUIT]"
+    quit_ids = [*tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+    moves = text_policy(tokenizer)
+
+    def generate(contexts, seed):
+        out = moves(contexts, seed)
+        for k, stream in enumerate(contexts):
+            text = tokenizer.decode(stream.ids)
+            if "*" in titles or any(title in text for title in titles):
+                out[k] = Sample(quit_ids, [0.0] * len(quit_ids))
+        return out
+
+    return generate
+
+
+def test_dynamic_sampling_replays_only_the_flat_groups_on_fresh_scenarios(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    rows = seller_rows(2, 4)
+    flat_title = rows[0].scenario.products[0].title
+    learner = policy(tok, quitting_on(tok, {flat_title}, text_policy))
+    spares = [make_scenario(MARKET, CATALOG, 3, 100 + k) for k in range(2)]
+    plain = rollout_batch(rows, MARKET, learner, seed=5)
+    keys = [row.key for row in rows]
+    assert zero_advantage_groups(keys, plain["learner_reward"]) == 1  # s0 quits: all rewards 0
+    out = rollout_batch(rows, MARKET, learner, seed=5, spares=spares, rounds=1)
+    assert out["resampled"] == [True] * 4 + [False] * 4
+    assert zero_advantage_groups(keys, out["learner_reward"]) == 0
+    # The flat group is played again, all four entries, on the first spare scenario ...
+    for i in range(4):
+        assert spares[0].products[0].title in tok.decode(out["prompt_ids"][i])
+        assert flat_title not in tok.decode(out["prompt_ids"][i])
+    assert out["prompt_ids"][0] == out["prompt_ids"][3]
+    # ... and the group with a spread keeps its episodes exactly.
+    for column in ("prompt_ids", "completion_ids", "learner_reward", "episode"):
+        assert out[column][4:] == plain[column][4:]
+    again = rollout_batch(rows, MARKET, learner, seed=5, spares=spares, rounds=1)
+    assert again == out
+
+
+def test_dynamic_sampling_stops_at_its_rounds_and_spares_and_counts_what_stays_flat(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    rows = seller_rows(2, 2)
+    learner = policy(tok, quitting_on(tok, {"*"}, text_policy))
+    spares = [make_scenario(MARKET, CATALOG, 3, 100 + k) for k in range(3)]
+    out = rollout_batch(rows, MARKET, learner, seed=5, spares=spares, rounds=2)
+    # Round 1 replays both groups (two spares), round 2 the first one (the one spare left).
+    titles = [s.products[0].title for s in spares]
+    assert titles[2] in tok.decode(out["prompt_ids"][0])
+    assert titles[1] in tok.decode(out["prompt_ids"][2])
+    assert out["resampled"] == [True] * 4
+    logged: dict[str, float] = {}
+    learner_reward(
+        prompts=[row.key for row in rows],
+        completions=[""] * 4,
+        learner_reward=out["learner_reward"],
+        episode=out["episode"],
+        log_metric=logged.__setitem__,
+        resampled=out["resampled"],
+    )
+    assert logged["resampled_groups"] == 2.0 and logged["zero_advantage_groups"] == 2.0
+    off = rollout_batch(rows, MARKET, learner, seed=5, spares=spares, rounds=0)
+    assert off["resampled"] == [False] * 4 and titles[0] not in tok.decode(off["prompt_ids"][0])
