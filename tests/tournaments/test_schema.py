@@ -44,7 +44,8 @@ def test_opening_a_version_1_database_upgrades_it_and_keeps_its_rows(tmp_path: P
     old.close()
 
     with Store.open(path) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 6
+        assert store.schema_version() == SCHEMA_VERSION == 7
+        assert "resampled_groups" in store.db["training_steps"].columns_dict
         assert {"parent", "generation", "step", "config_hash", "path"} <= set(
             store.db["agents"].columns_dict
         )
