@@ -117,10 +117,14 @@ def training_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
     """The generation's own slice of the training scenario list (no scenario is reused), in the
     training market (``train_market``)."""
     per_generation = config.learner.steps_per_generation * config.learner.train.scenarios_per_step
+    count = per_generation // 2 if config.learner.side == "self-play" else per_generation
+    return _train_split_scenarios(config, count, (generation - 1) * count)
+
+
+def _train_split_scenarios(config: LeagueConfig, count: int, start: int) -> list[Scenario]:
+    """Scenarios ``start .. start+count-1`` of the seed's list, in the training market."""
     market = config.train_market_config()
     catalog = split_catalog(load_catalog(config.catalog), config.train_split)
-    count = per_generation // 2 if config.learner.side == "self-play" else per_generation
-    start = (generation - 1) * count
     return make_scenarios(market, catalog, config.seed, count, start=start)
 
 
@@ -136,10 +140,7 @@ def spare_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
     count = config.learner.steps_per_generation * train.scenarios_per_step * train.dynamic_sampling
     if not count:
         return []
-    market = config.train_market_config()
-    catalog = split_catalog(load_catalog(config.catalog), config.train_split)
-    start = SPARE_START + (generation - 1) * count
-    return make_scenarios(market, catalog, config.seed, count, start=start)
+    return _train_split_scenarios(config, count, SPARE_START + (generation - 1) * count)
 
 
 def training_rows(
