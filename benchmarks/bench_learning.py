@@ -125,6 +125,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="only read the database back")  # fmt: skip
     parser.add_argument("--role", choices=("seller", "buyer"), default="seller",
                         help="whose held-out figures and ratings to report")  # fmt: skip
+    parser.add_argument("--opponents", action="append", default=[],
+                        help="only the held-out episodes facing these opponents (label or "
+                        "spec, shell patterns: 'hf:*'), ratings refitted; repeatable")  # fmt: skip
+    parser.add_argument("--reference", default="base",
+                        help="the agent (label or spec) gains are paired against")  # fmt: skip
     parser.add_argument(
         "--seeds",
         type=lambda t: [int(x) for x in t.split(",")],
@@ -146,31 +151,39 @@ def main(argv: list[str] | None = None) -> None:
     names = [league.name for league in leagues]
     with contextlib.ExitStack() as stack:
         stores = [stack.enter_context(Store.open(db, read_only=True)) for db in dbs]
+        view = {"opponents": args.opponents, "reference": args.reference}
         results = [report_league(holding(stores, league.name), league, role, out,
-                                 len(leagues) > 1) for league in leagues]  # fmt: skip
-        across = across_seeds(stores, names, role) if len(leagues) > 1 else None
+                                 len(leagues) > 1, **view) for league in leagues]  # fmt: skip
+        across = across_seeds(stores, names, role, **view) if len(leagues) > 1 else None
     if across is not None:
-        Console().print(seeds_table(dbs, names, role))
+        Console().print(seeds_table(dbs, names, role, **view))
     suffix = "" if role == "seller" else f"-{role}"
     path = out / f"bench_learning{suffix}.json"
     config_path = str(args.config)
     summary = {"config": config_path, "role": role, "seconds_this_run": seconds,
-               "leagues": results, "across_seeds": across}  # fmt: skip
+               **view, "leagues": results, "across_seeds": across}  # fmt: skip
     path.write_text(json.dumps(summary, indent=2, default=str))
     print(f"this run {seconds:.0f} s; wrote {path}")
 
 
 def report_league(
-    store: Store, config: LeagueConfig, role: str, out: Path, tagged: bool
+    store: Store,
+    config: LeagueConfig,
+    role: str,
+    out: Path,
+    tagged: bool,
+    opponents: Sequence[str] = (),
+    reference: str = "base",
 ) -> dict[str, Any]:
     """Print one league's table and targets; draw its curves; return its figures."""
     steps = [s for s in training_steps(store, config.name) if s.get("side") in (None, role)]
-    rows = held_out(store, config.name, role)
+    rows = held_out(store, config.name, role, opponents, reference)
     tag = (f"-{config.name}" if tagged else "") + ("" if role == "seller" else f"-{role}")
     plot_curves(steps, out / f"learning_curves{tag}.png")
     plot_held_out(rows, role, out / f"held_out{tag}.png")
-    print(f"league {config.name}")
-    print(f"{'agent':<22} {'gen':>3} {'rating [95%]':>18} {'reward (gain vs base)':>30} "
+    print(f"league {config.name}" + (f", facing {', '.join(opponents)} only" if opponents else ""))
+    gain = f"reward (gain vs {reference})"
+    print(f"{'agent':<22} {'gen':>3} {'rating [95%]':>18} {gain:>30} "
           f"{'deal rate (gain)':>30} {'violations (gain)':>30}")  # fmt: skip
     for r in rows:
         rating = r["rating"]
@@ -186,7 +199,7 @@ def report_league(
     per_step = step_seconds(steps)
     print(f"wall time per GRPO step: {per_step['mean']:.1f} ± {per_step['se']:.1f} s "
           f"({per_step['steps']} steps)")  # fmt: skip
-    met = targets(rows, role)
+    met = targets(rows, role) if reference == "base" else {}  # the targets are over the base
     for name, ok in met.items():
         print(f"target {name}: {'met' if ok else 'NOT met'}")
     return {

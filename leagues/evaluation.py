@@ -10,7 +10,9 @@ figures for one league, and :mod:`leagues.seeds` across the leagues of several s
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -20,6 +22,8 @@ from arena.estimates import estimate
 from arena.metrics import episode_deal, episode_deal_on_top_buyer, episode_violation
 from arena.records import EpisodeRecord
 from leagues.state import league_ratings, league_records
+from tournaments.leaderboard import leaderboard
+from tournaments.ratings import RatingConfig
 from tournaments.store import Store
 
 EpisodeMetric = Callable[[EpisodeRecord], float | None]
@@ -79,19 +83,73 @@ def paired(
     return {"mean": own.mean, "se": own.se, "n": own.n, "gain": gain.mean, "gain_se": gain.se}
 
 
-def held_out(store: Store, league: str, role: str = "seller") -> list[dict[str, Any]]:
+def matches(spec: str, label: str, patterns: Sequence[str]) -> bool:
+    """Whether an agent, by its spec or its label, matches one of the shell-style
+    ``patterns`` (``fnmatch``: ``hf:*`` is every model, ``gen-3-buyer`` one checkpoint)."""
+    return any(fnmatch.fnmatchcase(x, p) for p in patterns for x in (spec, label))
+
+
+def facing(
+    records: Sequence[EpisodeRecord], role: str, opponents: Sequence[str], labels: Mapping[str, str]
+) -> list[EpisodeRecord]:
+    """The episodes in which every opponent of ``role`` (a seller's buyers, seat by seat; a
+    buyer's seller) matches ``opponents`` (:func:`matches`; ``labels`` maps specs to labels)."""
+
+    def ok(spec: str) -> bool:
+        return matches(spec, labels.get(spec, spec), opponents)
+
+    if role == "seller":
+        return [r for r in records if all(map(ok, r.buyers))]
+    return [r for r in records if ok(r.seller)]
+
+
+def held_out(
+    store: Store,
+    league: str,
+    role: str = "seller",
+    opponents: Sequence[str] = (),
+    reference: str = "base",
+) -> list[dict[str, Any]]:
     """One row per agent of ``role`` in the league, in generation order (scripted agents
-    last): its held-out figures, paired against the base, and its rating after the last
-    generation (``rating``, ``ci_low``, ``ci_high``; None where unrated)."""
-    records, _ = league_records(store, league)
-    players = by_agent(records, role)
+    last): its held-out figures, paired against ``reference`` (the agent of that label or
+    spec; by default the base), and its rating after the last generation (``rating``,
+    ``ci_low``, ``ci_high``; None where unrated).
+
+    With ``opponents`` (patterns, :func:`matches`) only the episodes facing those opponents
+    count, and the ratings are refitted on them with the league's rating settings: how the
+    league's sellers fare against, say, another league's trained buyers alone (the hand-off,
+    issue 19)."""
+    records, entries = league_records(store, league)
     agents = {
         a["spec"]: a
         for a in store.db.query("SELECT spec, label, generation FROM agents WHERE role = ?", [role])
     }
-    base = next(spec for spec in players if agents.get(spec, {}).get("label") == "base")
-    last = max((r["generation"] for r in league_ratings(store, league)), default=0)
-    ratings = ratings_after(store, league, last, role)
+    labels = {spec: a["label"] for spec, a in agents.items()}
+    if opponents:
+        others = store.db.query("SELECT spec, label FROM agents WHERE role != ?", [role])
+        other_labels = {a["spec"]: a["label"] for a in others}
+        records = facing(records, role, opponents, other_labels)
+        if role == "seller":  # the buyer entries faced; a buyer board keeps its entries
+            entries = [
+                e for e in entries
+                if all(matches(s, other_labels.get(s, s), opponents) for s in e)
+            ]  # fmt: skip
+        if not records:
+            raise ValueError(
+                f"no held-out episode of league {league!r} faces opponents matching "
+                f"{', '.join(opponents)}; name them by label or spec (shell patterns allowed)"
+            )
+        ratings = refitted(store, league, records, entries, role)
+    else:
+        last = max((r["generation"] for r in league_ratings(store, league)), default=0)
+        ratings = ratings_after(store, league, last, role)
+    players = by_agent(records, role)
+    found = [spec for spec in players if reference in (spec, labels.get(spec))]
+    if not found:
+        raise ValueError(
+            f"reference {reference!r} is not a {role} of league {league!r}; choose one of "
+            f"{', '.join(sorted(labels.get(s, s) for s in players))}"
+        )
     rows = []
     for spec, episodes in players.items():
         agent = agents.get(spec, {"label": spec, "generation": None})
@@ -102,9 +160,24 @@ def held_out(store: Store, league: str, role: str = "seller") -> list[dict[str, 
             "rating": {k: ratings.get(spec, {}).get(k) for k in ("rating", "ci_low", "ci_high")},
         }
         for name, metric in FIGURES[role].items():
-            row[name] = paired(episodes, players[base], metric)
+            row[name] = paired(episodes, players[found[0]], metric)
         rows.append(row)
     return sorted(rows, key=lambda r: (r["generation"] is None, r["generation"] or 0, r["agent"]))
+
+
+def refitted(
+    store: Store,
+    league: str,
+    records: Sequence[EpisodeRecord],
+    entries: Sequence[tuple[str, ...]],
+    role: str,
+) -> dict[str, Any]:
+    """Ratings of ``role`` refitted on ``records`` with the league's stored rating settings
+    (bootstrap rounds, seed), by agent as :func:`ratings_after` gives them."""
+    row = store.db.execute("SELECT config FROM league_runs WHERE name = ?", [league]).fetchone()
+    stored = json.loads(row[0])
+    rating = RatingConfig(bootstrap_rounds=stored["bootstrap_rounds"], seed=stored["seed"])
+    return {r["agent"]: r for r in leaderboard(records, role, rating, list(entries) or None)}
 
 
 def ratings_after(store: Store, league: str, generation: int, role: str) -> dict[str, Any]:

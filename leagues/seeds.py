@@ -108,24 +108,30 @@ def interquartile_mean(values: Sequence[float]) -> float:
 
 
 def across_seeds(
-    stores: Store | Sequence[Store], leagues: Sequence[str], role: str = "seller"
+    stores: Store | Sequence[Store],
+    leagues: Sequence[str],
+    role: str = "seller",
+    opponents: Sequence[str] = (),
+    reference: str = "base",
 ) -> dict[str, Any]:
     """Each league's (seed's) last checkpoint against its base, and the figures across them:
     ``seeds`` (per league: the last row, the base row, its targets), ``gain`` and
     ``violation_rate`` across runs (:func:`interval_across_runs`), ``targets_met`` (target ->
     on how many seeds). The leagues may live in one store or in several (seeds run in
-    parallel processes, one database each): each is read from the store that holds it."""
+    parallel processes, one database each): each is read from the store that holds it.
+    ``opponents`` and ``reference`` as in :func:`leagues.evaluation.held_out` (the gain is then
+    over the reference, and the targets are not judged: they are defined against the base)."""
     per_seed = []
     for league in leagues:
         store = holding(stores, league)
-        rows = held_out(store, league, role)
+        rows = held_out(store, league, role, opponents, reference)
         learner = [r for r in rows if r["generation"]]
         if not learner:
             continue
         last = max(learner, key=lambda r: r["generation"])
         base = next(r for r in rows if r["agent"] == "base")
-        per_seed.append({"league": league, "last": last, "base": base,
-                         "targets": targets(rows, role)})  # fmt: skip
+        met = targets(rows, role) if reference == "base" else {}
+        per_seed.append({"league": league, "last": last, "base": base, "targets": met})
     summary: dict[str, Any] = {
         "seeds": per_seed,
         "gain": interval_across_runs([s["last"]["reward"]["gain"] for s in per_seed]),
@@ -150,15 +156,19 @@ def holding(stores: Store | Sequence[Store], league: str) -> Store:
 
 
 def seeds_table(
-    db_paths: str | Path | Sequence[str | Path], leagues: Sequence[str], role: str = "seller"
+    db_paths: str | Path | Sequence[str | Path],
+    leagues: Sequence[str],
+    role: str = "seller",
+    opponents: Sequence[str] = (),
+    reference: str = "base",
 ) -> Any:
     """A rich table of :func:`across_seeds`: a row per seed, then the figures across seeds."""
     paths = [db_paths] if isinstance(db_paths, (str, Path)) else list(db_paths)
     with contextlib.ExitStack() as stack:
         stores = [stack.enter_context(Store.open(path, read_only=True)) for path in paths]
-        summary = across_seeds(stores, leagues, role)
+        summary = across_seeds(stores, leagues, role, opponents, reference)
     table = Table(title=Text(f"{role} learning across {len(summary['seeds'])} seeds (held out)"))
-    for header in ("league", "base reward", "last", "gain (paired)", "violations", "rating",
+    for header in ("league", "base reward", "last", f"gain vs {reference}", "violations", "rating",
                    "targets met"):  # fmt: skip
         table.add_column(header)
     for s in summary["seeds"]:

@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from agents.specs import parse_spec
 from leagues.config import LeagueConfig, LearnerConfig
+from leagues.models import base_folder
 from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, TrainConfig
+from tournaments.config import read_toml_table
 
 ISSUE_CONFIG = """
 [league]
@@ -138,7 +141,7 @@ def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
     examples = Path(__file__).resolve().parents[2] / "examples"
     leagues = {}
     for path in sorted(examples.glob("*.toml")):
-        if "[league]" in path.read_text():
+        if "[league]" in path.read_text() and path.stem != "handoff-league":  # needs runs/: below
             leagues[path.stem] = LeagueConfig.from_toml(path)
     assert {"tiny-league", "vllm-league", "learning-league", "coevolution-league"} <= set(leagues)
     train = leagues["vllm-league"].learner.train
@@ -149,6 +152,30 @@ def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_handoff_league_names_the_checkpoints_the_two_recipes_train():
+    """Its opponents are the buyer and learning leagues' last checkpoints, by the paths those
+    leagues write under runs/: the bases' folders must follow the recipes' settings, and the
+    seller it trains is the learning league's recipe."""
+    handoff = read_toml_table(EXAMPLES / "handoff-league.toml", "league")
+    learning = LeagueConfig.from_toml(EXAMPLES / "learning-league.toml")
+    buyer = LeagueConfig.from_toml(EXAMPLES / "buyer-league.toml")
+    assert (
+        handoff["learner"]
+        == read_toml_table(EXAMPLES / "learning-league.toml", "league")["learner"]
+    )
+    for specs, recipe, side in ((handoff["sellers"], learning, "seller"),
+                                (handoff["buyers"], buyer, "buyer")):  # fmt: skip
+        trained = [parse_spec(s) for s in specs if s.startswith("hf:")]
+        assert len(trained) == 2
+        for seed, spec in enumerate(trained):
+            assert spec.name == str(Path("runs") / base_folder(recipe, Path("runs")) / "warm-start")
+            lora = f"runs/{recipe.name}-seed{seed}/gen-{recipe.generations:03d}-{side}/adapter"
+            assert spec.params["lora"] == lora
+    # Before those leagues have run, reading it says which folder is missing.
+    with pytest.raises(ValueError, match=r"no hf model folder at runs/bases/"):
+        LeagueConfig.from_toml(EXAMPLES / "handoff-league.toml")
 
 
 def test_the_learning_league_trains_in_a_jittered_market_and_evaluates_in_the_preset():

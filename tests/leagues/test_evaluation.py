@@ -1,0 +1,74 @@
+"""leagues.evaluation: held-out figures paired against a reference, and the view facing some
+opponents only (the hand-off's question: how do sellers fare against trained buyers alone?)."""
+
+from __future__ import annotations
+
+import pytest
+
+from leagues.evaluation import facing, held_out, matches, paired
+from leagues.state import league_records, register_league
+from tests.leagues.leagues import scripted_store
+from tournaments.leaderboard import leaderboard
+from tournaments.ratings import RatingConfig
+
+
+def test_an_agent_matches_by_spec_or_label_with_shell_patterns():
+    spec = "hf:/runs/bases/abc/warm-start?lora=/runs/buyer-seed0/gen-003-buyer/adapter"
+    assert matches(spec, "gen-3-buyer", ["gen-3-buyer"])
+    assert matches(spec, "gen-3-buyer", ["hf:*"])
+    assert matches(spec, "gen-3-buyer", ["scripted:*", "*buyer-seed0*"])
+    assert not matches(spec, "gen-3-buyer", ["scripted:*", "gen-2-buyer"])
+
+
+def test_facing_keeps_the_episodes_whose_every_opponent_matches(tmp_path):
+    store, _ = scripted_store(tmp_path)
+    records, _ = league_records(store, "t")
+    store.close()
+    versus_time = facing(records, "seller", ["scripted:time"], {})
+    assert versus_time and all(set(r.buyers) == {"scripted:time"} for r in versus_time)
+    assert len(versus_time) < len(records)
+    assert len(facing(records, "seller", ["scripted:t*"], {})) == len(records)
+    assert facing(records, "seller", ["scripted:time"], {"scripted:time": "x"})  # spec still counts
+    versus_prober = facing(records, "buyer", ["scripted:prober"], {})
+    assert versus_prober and {r.seller for r in versus_prober} == {"scripted:prober"}
+
+
+def test_held_out_facing_one_buyer_pairs_and_rates_on_those_episodes_only(tmp_path):
+    store, config = scripted_store(tmp_path)
+    register_league(store, config)
+    records, entries = league_records(store, "t")
+    mine = facing(records, "seller", ["scripted:tit-for-tat"], {})
+    rows = held_out(store, "t", "seller", ["scripted:tit-for-tat"], "scripted:satisficer")
+    by = {r["agent"]: r for r in rows}
+    assert set(by) == {"scripted:satisficer", "scripted:prober"}
+
+    def reward(seller):
+        return {(r.scenario.index, r.buyers): r for r in mine if r.seller == seller}
+
+    prober, satisficer = reward("scripted:prober"), reward("scripted:satisficer")
+    expected = paired(prober, satisficer, lambda r: r.result.seller_reward)
+    assert by["scripted:prober"]["reward"]["n"] == len(prober)
+    assert by["scripted:prober"]["reward"]["gain"] == pytest.approx(expected["gain"])
+    assert by["scripted:satisficer"]["reward"]["gain"] == 0.0  # the reference, against itself
+    # Ratings are refitted on the episodes facing that buyer, not read from the whole board.
+    rating = RatingConfig(bootstrap_rounds=config.bootstrap_rounds, seed=config.seed)
+    whole = {r["agent"]: r for r in leaderboard(records, "seller", rating, entries)}
+    narrow = {r["agent"]: r for r in leaderboard(mine, "seller", rating)}
+
+    def gap(board):
+        return board["scripted:prober"]["rating"] - board["scripted:satisficer"]["rating"]
+
+    shown = {a: {"rating": r["rating"]["rating"]} for a, r in by.items()}
+    assert gap(shown) == pytest.approx(gap(narrow))
+    assert gap(narrow) != pytest.approx(gap(whole), abs=1.0)
+    store.close()
+
+
+def test_held_out_names_what_is_missing(tmp_path):
+    store, config = scripted_store(tmp_path)
+    register_league(store, config)
+    with pytest.raises(ValueError, match=r"no held-out episode .* matching gen-9-buyer"):
+        held_out(store, "t", "seller", ["gen-9-buyer"], "scripted:satisficer")
+    with pytest.raises(ValueError, match=r"reference 'gen-1-seller' .* choose one of scripted:"):
+        held_out(store, "t", "seller", (), "gen-1-seller")
+    store.close()
