@@ -64,6 +64,8 @@ TINY = "tiny"
 
 
 WARM_START_TALK = ("scripted", "short")
+BUYER_SEATS = ("first", "all")
+"""Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,16 @@ class LearnerConfig:
     )
     steps_per_generation: int = field(
         default=4, metadata=_help("Optimizer steps (rollout batches) per generation.")
+    )
+    buyer_seats: str = field(
+        default="first",
+        metadata=_help(
+            "The buyer seats a training buyer plays in a market of several buyers: first (buyer "
+            "slot 1; the others are drawn from the initial buyers) or all (every buyer seat, as "
+            "a buyer checkpoint is evaluated; one GRPO group per seat and scenario, the seats "
+            "sharing episodes: each seat is compared only with itself, so a seat the seller "
+            "courted is not averaged with one it ignored)."
+        ),
     )
     lr_schedule: str = field(
         default="constant",
@@ -197,6 +209,11 @@ class LearnerConfig:
                 f"{where}.side = 'self-play' trains the seller and buyer seats of each scenario "
                 "together: the scenarios per step (train.per_device_train_batch_size x "
                 "train.gradient_accumulation_steps / train.num_generations) must be even"
+            )
+        if self.buyer_seats not in BUYER_SEATS:
+            raise ValueError(
+                f"{where}.buyer_seats must be one of {', '.join(BUYER_SEATS)}, "
+                f"got {self.buyer_seats!r}"
             )
         _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
         for k, spec in enumerate(self.warm_start_specs):
@@ -350,6 +367,14 @@ class LeagueConfig:
             raise ValueError(message) from None
         if self.learner.side in ("buyer", "both", "self-play") and market.num_buyers < 1:
             raise ValueError("a buyer learner needs a market with at least one buyer")
+        per_step = self.learner.train.scenarios_per_step
+        if self.learner.buyer_seats == "all" and per_step % market.num_buyers:
+            raise ValueError(
+                f"league.learner.buyer_seats = 'all' trains the {market.num_buyers} buyer seats "
+                "of each scenario in one step: the groups per step (train."
+                "per_device_train_batch_size x train.gradient_accumulation_steps / "
+                f"train.num_generations = {per_step}) must be a multiple of {market.num_buyers}"
+            )
         train = self.train_market_config()
         for name in ("num_buyers", "num_products"):
             if getattr(train, name) != getattr(market, name):

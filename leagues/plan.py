@@ -117,8 +117,22 @@ def training_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
     """The generation's own slice of the training scenario list (no scenario is reused), in the
     training market (``train_market``)."""
     per_generation = config.learner.steps_per_generation * config.learner.train.scenarios_per_step
-    count = per_generation // 2 if config.learner.side == "self-play" else per_generation
-    return _train_split_scenarios(config, count, (generation - 1) * count)
+    if config.learner.side == "self-play":
+        count = per_generation // 2
+        return _train_split_scenarios(config, count, (generation - 1) * count)
+    # Every seat its own group: as many scenarios as groups, divided by the seats. Generations
+    # keep the full stride, so a buyer generation's scenarios never overlap a seller's.
+    seats = seats_trained(config, config.learner.side_of(generation))
+    start = (generation - 1) * per_generation
+    return _train_split_scenarios(config, per_generation // seats, start)
+
+
+def seats_trained(config: LeagueConfig, side: str) -> int:
+    """Learner seats trained per scenario on ``side``: every buyer seat with ``buyer_seats =
+    "all"``, else one (self-play counts its two rows apart)."""
+    if side == "buyer" and config.learner.buyer_seats == "all":
+        return config.market_config().num_buyers
+    return 1
 
 
 def _train_split_scenarios(config: LeagueConfig, count: int, start: int) -> list[Scenario]:
@@ -152,7 +166,8 @@ def training_rows(
 ) -> list[GroupRow]:
     """One dataset row per GRPO group, in step order: each scenario gets one opponent drawn
     from the mixture, who fills every opponent seat; self-play rows pair the seller and the
-    first buyer seat of each scenario."""
+    first buyer seat of each scenario; a buyer with ``buyer_seats = "all"`` gets a row per buyer
+    seat of each scenario (the rows of one scenario share episodes)."""
     scenarios = training_scenarios(config, generation)
     n = config.market_config().num_buyers
     rows = []
@@ -171,6 +186,11 @@ def training_rows(
             rows.append(
                 GroupRow(f"g{generation}/s{sc.index}", sc, LEARNER, (opponent,) * n, "seller")
             )
+        elif seats_trained(config, side) > 1:
+            # Per-seat credit: the learner in every buyer seat, one group per seat.
+            for i in range(1, n + 1):
+                key = f"g{generation}/s{sc.index}/buyer_{i}"
+                rows.append(GroupRow(key, sc, opponent, (LEARNER,) * n, f"buyer_{i}"))
         else:
             # The learner takes slot 1; other buyer slots (N > 1) draw from the initial buyers.
             others = [config.buyers[sc.pool_index(i, len(config.buyers))] for i in range(1, n)]

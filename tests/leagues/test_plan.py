@@ -52,6 +52,36 @@ def test_self_play_rows_pair_the_seller_and_buyer_seat_of_each_scenario(tmp_path
     assert all(r.seller == LEARNER and set(r.buyers) == {LEARNER} for r in rows)
 
 
+def buyer_in_every_seat(tmp_path, accumulation: int) -> LeagueConfig:
+    config = LeagueConfig.from_toml(league_config(tmp_path, side="both"))
+    train = config.learner.train
+    train = dataclasses.replace(
+        train, grpo={**train.grpo, "gradient_accumulation_steps": accumulation}
+    )
+    learner = dataclasses.replace(config.learner, buyer_seats="all", train=train)
+    return dataclasses.replace(config, learner=learner)
+
+
+def test_a_buyer_in_every_seat_gets_a_group_per_seat_and_scenario_within_one_step(tmp_path):
+    config = buyer_in_every_seat(tmp_path, 3)  # 6 groups a step: 2 scenarios x 3 seats
+    rows = training_rows(config, 2, "buyer", ["scripted:prober"], [1.0])
+    per_step = config.learner.train.scenarios_per_step
+    assert len(rows) == config.learner.steps_per_generation * per_step == 12
+    assert all(r.seller == "scripted:prober" and r.buyers == (LEARNER,) * 3 for r in rows)
+    assert [r.trained for r in rows[:3]] == ["buyer_1", "buyer_2", "buyer_3"]
+    for step in range(2):  # a scenario's seats never straddle two steps
+        chunk = rows[step * per_step : (step + 1) * per_step]
+        scenarios = [r.scenario.index for r in chunk]
+        assert all(scenarios.count(x) == 3 for x in scenarios)
+    assert len({r.key for r in rows}) == 12
+    # The seller generations around it train on scenarios of their own.
+    sellers = [training_rows(config, g, "seller", ["scripted:time"], [1.0]) for g in (1, 3)]
+    seller_scenarios = {r.scenario.index for g in sellers for r in g}
+    assert seller_scenarios.isdisjoint({r.scenario.index for r in rows})
+    with pytest.raises(ValueError, match=r"buyer_seats = 'all' .* = 4\) must be a multiple of 3"):
+        buyer_in_every_seat(tmp_path, 2)
+
+
 def test_spare_scenarios_are_one_per_group_and_round_and_never_a_generations_own(tmp_path):
     config = LeagueConfig.from_toml(league_config(tmp_path))
     assert spare_scenarios(config, 1) == []  # dynamic sampling off: no spares

@@ -163,6 +163,32 @@ def test_self_play_entries_of_both_roles_share_their_episodes(tiny_tokenizer, te
     assert "You are a buyer" in tok.decode(out["prompt_ids"][2])
 
 
+def test_a_buyer_in_every_seat_trains_each_seat_on_its_own_stream_and_reward(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    scenario = make_scenario(MARKET, CATALOG, 5, 0)
+    seats = [f"buyer_{i}" for i in (1, 2, 3)]
+    rows = [
+        GroupRow(f"s0/{seat}", scenario, "scripted:prober", (LEARNER,) * 3, seat)
+        for seat in seats
+        for _ in range(2)
+    ]
+    to_play, serving = assign_episodes(rows)
+    assert len(to_play) == 2 and serving == [0, 1, 0, 1, 0, 1]  # the seats share 2 episodes
+    gen = policy(tok, text_policy(tok))
+    rollouts = play_rollouts(to_play, MARKET, gen, seed=6)
+    out = rollout_batch(rows, MARKET, gen, seed=6)
+    for k, (row, index) in enumerate(zip(rows, serving, strict=True)):
+        rollout = rollouts[index]
+        i = int(row.trained.split("_")[1])
+        assert out["learner_reward"][k] == rollout.record.result.buyer_rewards[i - 1]
+        assert out["completion_ids"][k] == list(rollout.streams[row.trained].completion_ids)
+        assert out["episode"][k] == out["episode"][serving.index(index)]
+    # Each seat's stream is its own: three different conversations of one episode.
+    assert len({tuple(out["prompt_ids"][k]) for k in (0, 2, 4)}) == 3
+
+
 def test_an_episode_over_max_episode_tokens_errors_and_carries_no_reward(
     tiny_tokenizer, text_policy
 ):
