@@ -32,6 +32,7 @@ clone.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -65,6 +66,13 @@ TINY = "tiny"
 
 WARM_START_TALK = ("scripted", "short")
 BUYER_SEATS = ("first", "all")
+SIDE_TRAIN_KEYS = (
+    "learning_rate", "temperature", "top_p", "top_k", "beta", "epsilon", "epsilon_high",
+    "loss_type", "scale_rewards", "max_grad_norm", "weight_decay", "warmup_steps",
+    "warmup_ratio", "lr_scheduler_type",
+)  # fmt: skip
+"""``learner.side_train`` keys: TRL's optimisation and sampling settings; the batch shape,
+completion length, sampler and adapter stay the league's."""
 """Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
 
 
@@ -131,6 +139,15 @@ class LearnerConfig:
         metadata=_help(
             "Market fields overridden for training and warm-start scenarios only (evaluation "
             "keeps [league.market]), e.g. {price_jitter = 1.5} or {total_turns = 3}."
+        ),
+    )
+    side_train: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=dict,
+        metadata=_help(
+            "Training settings of one side that differ from [league.learner.train] (RLlib's "
+            "per-module overrides), by side: [league.learner.side_train.buyer] learning_rate = "
+            "5e-4, temperature = 1.0. Keys: " + ", ".join(SIDE_TRAIN_KEYS) + " (what shapes a "
+            "step or a checkpoint stays the league's)."
         ),
     )
     warm_start: str = field(
@@ -210,6 +227,34 @@ class LearnerConfig:
                 "together: the scenarios per step (train.per_device_train_batch_size x "
                 "train.gradient_accumulation_steps / train.num_generations) must be even"
             )
+        for side, override in self.side_train.items():
+            if side not in ROLES:
+                raise ValueError(
+                    f"{where}.side_train.{side}: a side is seller or buyer, got {side!r}"
+                )
+            if self.side == "self-play":
+                raise ValueError(
+                    f"{where}.side_train: self-play trains both seats in one step; set "
+                    "[league.learner.train] instead"
+                )
+            if side not in self.roles:
+                raise ValueError(
+                    f"{where}.side_train.{side}: this learner never trains the {side} "
+                    f"(side = {self.side!r}); remove the table"
+                )
+            if not isinstance(override, Mapping):
+                raise ValueError(f"{where}.side_train.{side} must be a table of settings")
+            for key in override:
+                if key not in SIDE_TRAIN_KEYS:
+                    raise ValueError(
+                        f"{where}.side_train.{side}.{key}: not a per-side setting; one of "
+                        f"{', '.join(SIDE_TRAIN_KEYS)} (set the others in [league.learner.train])"
+                    )
+            rate = override.get("learning_rate", 1.0)
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
+                raise ValueError(
+                    f"{where}.side_train.{side}.learning_rate must be a positive number"
+                )
         if self.buyer_seats not in BUYER_SEATS:
             raise ValueError(
                 f"{where}.buyer_seats must be one of {', '.join(BUYER_SEATS)}, "
@@ -253,6 +298,13 @@ class LearnerConfig:
         """The seats the warm start fits: the learner's roles, so a learner that plays both
         sides also learns the buyers' moves from the same episodes."""
         return self.roles
+
+    def train_for(self, side: str) -> TrainConfig:
+        """The training settings of ``side``: ``train`` with ``side_train[side]`` on top."""
+        override = dict(self.side_train.get(side, {}))
+        if not override:
+            return self.train
+        return dataclasses.replace(self.train, grpo={**self.train.grpo, **override})
 
     def side_of(self, generation: int) -> str:
         """The side trained in ``generation`` (1-based): ``both`` alternates, seller first."""
@@ -401,7 +453,8 @@ class LeagueConfig:
     def learning_rate(self, generation: int) -> float:
         """The learning rate generation ``generation`` (1-based) trains at, by
         ``learner.lr_schedule``."""
-        rate = float(self.learner.train.grpo["learning_rate"])
+        side = self.learner.side_of(generation)
+        rate = float(self.learner.train_for(side).grpo["learning_rate"])
         if self.learner.lr_schedule == "constant":
             return rate
         left = max(self.generations - generation + 1, 1)

@@ -217,6 +217,7 @@ class LeagueRun:
         config, learner = self.config, self.config.learner
         rows = training_rows(config, g, plan.side, plan.opponents, plan.weights)
         steps = learner.steps_per_generation
+        train = learner.train_for(plan.side)  # the side's own settings (side_train)
         folder = self.folder / f"gen-{g:03d}-{plan.side}"
         job = TrainJob(
             base_model=self.base,
@@ -224,7 +225,7 @@ class LeagueRun:
             rows=tuple(rows),
             market=config.train_market_config(),
             train=dataclasses.replace(
-                learner.train, grpo={**learner.train.grpo, "learning_rate": config.learning_rate(g)}
+                train, grpo={**train.grpo, "learning_rate": config.learning_rate(g)}
             ),
             steps=steps,
             output_dir=folder / "trainer",

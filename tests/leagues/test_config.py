@@ -300,3 +300,48 @@ def test_a_linear_lr_schedule_steps_the_learning_rate_down_across_generations(tm
     assert linear.learning_rate(5) == pytest.approx(rate / 3)  # resumed past the plan: the last
     with pytest.raises(ValueError, match="lr_schedule must be one of constant, linear"):
         LearnerConfig(model="tiny", lr_schedule="cosine")
+
+
+SIDES = (
+    ISSUE_CONFIG.replace('side = "seller"    ', 'side = "both"      ').replace(
+        'model = "path/to/a/local/causal-lm"', 'model = "tiny"'
+    )
+    + """
+[league.learner.train]
+learning_rate = 1e-3
+temperature = 0.7
+"""
+)
+
+
+def test_a_side_trains_with_its_own_settings_and_the_other_with_the_leagues(tmp_path):
+    text = SIDES + "[league.learner.side_train.buyer]\nlearning_rate = 5e-4\ntemperature = 1.0\n"
+    config = LeagueConfig.from_toml(write(tmp_path, text))
+    learner = config.learner
+    assert learner.side == "both"
+    buyer, seller = learner.train_for("buyer"), learner.train_for("seller")
+    assert (buyer.temperature, buyer.grpo["learning_rate"]) == (1.0, 5e-4)
+    assert seller == learner.train and seller.temperature == 0.7
+    assert buyer.scenarios_per_step == seller.scenarios_per_step  # the step's shape is shared
+    assert [config.learning_rate(g) for g in (1, 2, 3)] == [1e-3, 5e-4, 1e-3]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("buyer]\nnum_generations = 4", r"side_train.buyer.num_generations: not a per-side"),
+        ("buyer]\nlearning_rate = 0", r"side_train.buyer.learning_rate must be a positive"),
+        ("auctioneer]\ntemperature = 1.0", r"a side is seller or buyer, got 'auctioneer'"),
+    ],
+)
+def test_side_settings_name_what_is_wrong(tmp_path, table, message):
+    text = SIDES + f"[league.learner.side_train.{table}\n"
+    with pytest.raises(ValueError, match=message):
+        LeagueConfig.from_toml(write(tmp_path, text))
+
+
+def test_side_settings_for_a_side_the_learner_never_trains_are_refused(tmp_path):
+    text = SIDES.replace('side = "both"', 'side = "seller"')
+    text += "[league.learner.side_train.buyer]\ntemperature = 1.0\n"
+    with pytest.raises(ValueError, match=r"never trains the buyer \(side = 'seller'\)"):
+        LeagueConfig.from_toml(write(tmp_path, text))
