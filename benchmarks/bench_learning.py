@@ -108,6 +108,15 @@ def plot_held_out(rows: Sequence[dict[str, Any]], role: str, path: Path) -> None
     fig.savefig(path)
 
 
+def shown(agent: str) -> str:
+    """A row's name: another league's checkpoint (a spec with ``lora=<folder>/<gen>/adapter``)
+    by its league folder and generation, since its spec is a path."""
+    if agent.startswith("hf:") and "lora=" in agent:
+        parts = Path(agent.split("lora=", 1)[1].split("&", 1)[0]).parts
+        return "/".join(parts[-3:-1]) if parts[-1] == "adapter" else "/".join(parts[-2:])
+    return agent
+
+
 def fmt(figure: dict[str, float], gain: bool = True) -> str:
     text = f"{figure['mean']:+.3f} ± {figure['se']:.3f}"
     if gain and not math.isnan(figure["gain"]):
@@ -194,7 +203,7 @@ def report_league(
         )
         gen = "-" if r["generation"] is None else str(r["generation"])
         violations = fmt(r["violation_rate"]) if "violation_rate" in r else "-"
-        print(f"{r['agent']:<22} {gen:>3} {interval:>18} {fmt(r['reward']):>30} "
+        print(f"{shown(r['agent']):<22} {gen:>3} {interval:>18} {fmt(r['reward']):>30} "
               f"{fmt(r['deal_rate']):>30} {violations:>30}")  # fmt: skip
     per_step = step_seconds(steps)
     print(f"wall time per GRPO step: {per_step['mean']:.1f} ± {per_step['se']:.1f} s "

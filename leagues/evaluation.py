@@ -112,8 +112,8 @@ def held_out(
 ) -> list[dict[str, Any]]:
     """One row per agent of ``role`` in the league, in generation order (scripted agents
     last): its held-out figures, paired against ``reference`` (the agent of that label or
-    spec; by default the base), and its rating after the last generation (``rating``,
-    ``ci_low``, ``ci_high``; None where unrated).
+    spec, or a pattern that matches it alone; by default the base), and its rating after the
+    last generation (``rating``, ``ci_low``, ``ci_high``; None where unrated).
 
     With ``opponents`` (patterns, :func:`matches`) only the episodes facing those opponents
     count, and the ratings are refitted on them with the league's rating settings: how the
@@ -144,11 +144,11 @@ def held_out(
         last = max((r["generation"] for r in league_ratings(store, league)), default=0)
         ratings = ratings_after(store, league, last, role)
     players = by_agent(records, role)
-    found = [spec for spec in players if reference in (spec, labels.get(spec))]
-    if not found:
+    found = [spec for spec in players if matches(spec, labels.get(spec, spec), [reference])]
+    if len(found) != 1:
         raise ValueError(
-            f"reference {reference!r} is not a {role} of league {league!r}; choose one of "
-            f"{', '.join(sorted(labels.get(s, s) for s in players))}"
+            f"reference {reference!r} matches {len(found)} {role}s of league {league!r}, not "
+            f"one; choose one of {', '.join(sorted(labels.get(s, s) for s in players))}"
         )
     rows = []
     for spec, episodes in players.items():

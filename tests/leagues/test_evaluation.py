@@ -69,6 +69,10 @@ def test_held_out_names_what_is_missing(tmp_path):
     register_league(store, config)
     with pytest.raises(ValueError, match=r"no held-out episode .* matching gen-9-buyer"):
         held_out(store, "t", "seller", ["gen-9-buyer"], "scripted:satisficer")
-    with pytest.raises(ValueError, match=r"reference 'gen-1-seller' .* choose one of scripted:"):
+    with pytest.raises(ValueError, match=r"reference 'gen-1-seller' matches 0 .* one of scripted:"):
         held_out(store, "t", "seller", (), "gen-1-seller")
+    with pytest.raises(ValueError, match=r"reference 'scripted:\*' matches 2 sellers"):
+        held_out(store, "t", "seller", (), "scripted:*")
+    rows = held_out(store, "t", "seller", (), "*satis*")  # a pattern that names one agent
+    assert {r["agent"]: r["reward"]["gain"] for r in rows}["scripted:satisficer"] == 0.0
     store.close()
