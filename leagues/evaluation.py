@@ -21,9 +21,7 @@ from arena.buyer_metrics import episode_buyer_side_reward, episode_buyer_violati
 from arena.estimates import estimate
 from arena.metrics import episode_deal, episode_deal_on_top_buyer, episode_violation
 from arena.records import EpisodeRecord
-from leagues.state import league_ratings, league_records
-from tournaments.leaderboard import leaderboard
-from tournaments.ratings import RatingConfig
+from leagues.state import league_leaderboard, league_ratings, league_records
 from tournaments.store import Store
 
 EpisodeMetric = Callable[[EpisodeRecord], float | None]
@@ -89,18 +87,21 @@ def matches(spec: str, label: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(x, p) for p in patterns for x in (spec, label))
 
 
+def opponent_filter(opponents: Sequence[str], labels: Mapping[str, str]) -> Callable[[str], bool]:
+    """Whether an opponent's spec matches ``opponents`` (:func:`matches`, by spec or by its
+    label in ``labels``): the one test :func:`facing` and the entry filter of :func:`held_out`
+    share."""
+    return lambda spec: matches(spec, labels.get(spec, spec), opponents)
+
+
 def facing(
-    records: Sequence[EpisodeRecord], role: str, opponents: Sequence[str], labels: Mapping[str, str]
+    records: Sequence[EpisodeRecord], role: str, faced: Callable[[str], bool]
 ) -> list[EpisodeRecord]:
     """The episodes in which every opponent of ``role`` (a seller's buyers, seat by seat; a
-    buyer's seller) matches ``opponents`` (:func:`matches`; ``labels`` maps specs to labels)."""
-
-    def ok(spec: str) -> bool:
-        return matches(spec, labels.get(spec, spec), opponents)
-
+    buyer's seller) passes ``faced`` (:func:`opponent_filter`)."""
     if role == "seller":
-        return [r for r in records if all(map(ok, r.buyers))]
-    return [r for r in records if ok(r.seller)]
+        return [r for r in records if all(map(faced, r.buyers))]
+    return [r for r in records if faced(r.seller)]
 
 
 def held_out(
@@ -127,13 +128,10 @@ def held_out(
     labels = {spec: a["label"] for spec, a in agents.items()}
     if opponents:
         others = store.db.query("SELECT spec, label FROM agents WHERE role != ?", [role])
-        other_labels = {a["spec"]: a["label"] for a in others}
-        records = facing(records, role, opponents, other_labels)
+        faced = opponent_filter(opponents, {a["spec"]: a["label"] for a in others})
+        records = facing(records, role, faced)
         if role == "seller":  # the buyer entries faced; a buyer board keeps its entries
-            entries = [
-                e for e in entries
-                if all(matches(s, other_labels.get(s, s), opponents) for s in e)
-            ]  # fmt: skip
+            entries = [e for e in entries if all(map(faced, e))]
         if not records:
             raise ValueError(
                 f"no held-out episode of league {league!r} faces opponents matching "
@@ -172,12 +170,18 @@ def refitted(
     entries: Sequence[tuple[str, ...]],
     role: str,
 ) -> dict[str, Any]:
-    """Ratings of ``role`` refitted on ``records`` with the league's stored rating settings
-    (bootstrap rounds, seed), by agent as :func:`ratings_after` gives them."""
+    """Ratings of ``role`` refitted on ``records`` the way the league rates
+    (:func:`leagues.state.league_leaderboard` with its stored settings), by agent as
+    :func:`ratings_after` gives them. The anchor is the league's, among the sellers still on
+    the board."""
     row = store.db.execute("SELECT config FROM league_runs WHERE name = ?", [league]).fetchone()
     stored = json.loads(row[0])
-    rating = RatingConfig(bootstrap_rounds=stored["bootstrap_rounds"], seed=stored["seed"])
-    return {r["agent"]: r for r in leaderboard(records, role, rating, list(entries) or None)}
+    on_board = {r.seller for r in records}
+    sellers = [s for s in stored["sellers"] if s in on_board]
+    board = league_leaderboard(
+        records, entries, role, sellers, stored["bootstrap_rounds"], stored["seed"]
+    )
+    return {r["agent"]: r for r in board}
 
 
 def ratings_after(store: Store, league: str, generation: int, role: str) -> dict[str, Any]:

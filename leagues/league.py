@@ -76,6 +76,7 @@ from leagues.state import (
     generation_state,
     generations,
     league_hash,
+    league_leaderboard,
     league_records,
     record_step,
     register_league,
@@ -84,9 +85,7 @@ from leagues.state import (
 from leagues.summary import LeagueSummary, summarize
 from leagues.trainer import TrainJob, check_reporters, resolve_device, train_learner
 from tournaments.config import TournamentConfig
-from tournaments.leaderboard import default_anchor, leaderboard
 from tournaments.lock import writer_lock
-from tournaments.ratings import RatingConfig
 from tournaments.ray_pool import ActorPool
 from tournaments.runner import run_tournament
 from tournaments.store import Store
@@ -328,8 +327,6 @@ class LeagueRun:
         self.label_all()
         config = self.config
         records, entries = league_records(self.store, self.name)
-        rating = RatingConfig(bootstrap_rounds=config.bootstrap_rounds, seed=config.seed)
-        labels = ["|".join(entry) for entry in entries]
         rows = [
             {
                 "role": role,
@@ -339,11 +336,10 @@ class LeagueRun:
                 "reward": row["reward"],
             }
             for role in ("seller", "buyer")
-            for row in leaderboard(
-                records, role, rating, entries or None,
-                default_anchor(role, config.sellers, labels),
+            for row in league_leaderboard(
+                records, entries, role, config.sellers, config.bootstrap_rounds, config.seed
             )
-        ]  # fmt: skip
+        ]
         store_ratings(self.store, self.name, g, rows)
         return plan
 

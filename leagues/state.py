@@ -21,6 +21,8 @@ from leagues.config import LeagueConfig, without_loggers
 from leagues.plan import GenerationPlan
 from leagues.rollout import RESAMPLED, ZERO_ADVANTAGE
 from leagues.train_config import migrate_settings
+from tournaments.leaderboard import default_anchor, leaderboard
+from tournaments.ratings import RatingConfig
 from tournaments.store import Store
 
 STAGES = ("sampled", "trained", "registered", "evaluated", "rated")
@@ -192,6 +194,23 @@ def league_records(store: Store, league: str) -> tuple[list[EpisodeRecord], list
         for entry in config["buyers"]:
             entries.setdefault(tuple(entry), None)
     return records, list(entries)
+
+
+def league_leaderboard(
+    records: Sequence[EpisodeRecord],
+    entries: Sequence[tuple[str, ...]],
+    role: str,
+    sellers: Sequence[str],
+    bootstrap_rounds: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """How a league rates ``role``, written once for the league after each generation and for
+    a refit on chosen episodes (:func:`leagues.evaluation.refitted`): Bradley-Terry with the
+    league's bootstrap settings, anchored at the first scripted seller of ``sellers`` or the
+    first scripted buyer entry (:func:`tournaments.leaderboard.default_anchor`)."""
+    rating = RatingConfig(bootstrap_rounds=bootstrap_rounds, seed=seed)
+    anchor = default_anchor(role, sellers, ["|".join(entry) for entry in entries])
+    return leaderboard(records, role, rating, entries or None, anchor)
 
 
 def store_ratings(

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from leagues.evaluation import facing, held_out, matches, paired
+from leagues.evaluation import facing, held_out, matches, opponent_filter, paired
 from leagues.state import league_records, register_league
 from tests.leagues.leagues import scripted_store
-from tournaments.leaderboard import leaderboard
-from tournaments.ratings import RatingConfig
 
 
 def test_an_agent_matches_by_spec_or_label_with_shell_patterns():
@@ -24,20 +22,23 @@ def test_facing_keeps_the_episodes_whose_every_opponent_matches(tmp_path):
     store, _ = scripted_store(tmp_path)
     records, _ = league_records(store, "t")
     store.close()
-    versus_time = facing(records, "seller", ["scripted:time"], {})
+    versus_time = facing(records, "seller", opponent_filter(["scripted:time"], {}))
     assert versus_time and all(set(r.buyers) == {"scripted:time"} for r in versus_time)
     assert len(versus_time) < len(records)
-    assert len(facing(records, "seller", ["scripted:t*"], {})) == len(records)
-    assert facing(records, "seller", ["scripted:time"], {"scripted:time": "x"})  # spec still counts
-    versus_prober = facing(records, "buyer", ["scripted:prober"], {})
+    assert len(facing(records, "seller", opponent_filter(["scripted:t*"], {}))) == len(records)
+    by_spec = opponent_filter(["scripted:time"], {"scripted:time": "x"})  # the spec still counts
+    assert facing(records, "seller", by_spec) == versus_time
+    by_label = opponent_filter(["x"], {"scripted:time": "x"})
+    assert facing(records, "seller", by_label) == versus_time
+    versus_prober = facing(records, "buyer", opponent_filter(["scripted:prober"], {}))
     assert versus_prober and {r.seller for r in versus_prober} == {"scripted:prober"}
 
 
 def test_held_out_facing_one_buyer_pairs_and_rates_on_those_episodes_only(tmp_path):
     store, config = scripted_store(tmp_path)
     register_league(store, config)
-    records, entries = league_records(store, "t")
-    mine = facing(records, "seller", ["scripted:tit-for-tat"], {})
+    records, _ = league_records(store, "t")
+    mine = facing(records, "seller", opponent_filter(["scripted:tit-for-tat"], {}))
     rows = held_out(store, "t", "seller", ["scripted:tit-for-tat"], "scripted:satisficer")
     by = {r["agent"]: r for r in rows}
     assert set(by) == {"scripted:satisficer", "scripted:prober"}
@@ -50,17 +51,18 @@ def test_held_out_facing_one_buyer_pairs_and_rates_on_those_episodes_only(tmp_pa
     assert by["scripted:prober"]["reward"]["n"] == len(prober)
     assert by["scripted:prober"]["reward"]["gain"] == pytest.approx(expected["gain"])
     assert by["scripted:satisficer"]["reward"]["gain"] == 0.0  # the reference, against itself
-    # Ratings are refitted on the episodes facing that buyer, not read from the whole board.
-    rating = RatingConfig(bootstrap_rounds=config.bootstrap_rounds, seed=config.seed)
-    whole = {r["agent"]: r for r in leaderboard(records, "seller", rating, entries)}
-    narrow = {r["agent"]: r for r in leaderboard(mine, "seller", rating)}
-
-    def gap(board):
-        return board["scripted:prober"]["rating"] - board["scripted:satisficer"]["rating"]
-
-    shown = {a: {"rating": r["rating"]["rating"]} for a, r in by.items()}
-    assert gap(shown) == pytest.approx(gap(narrow))
-    assert gap(narrow) != pytest.approx(gap(whole), abs=1.0)
+    # Ratings are refitted on the chosen episodes, with the league's anchor (its first scripted
+    # seller pinned at 1000): against tit-for-tat the two sellers tie on every scenario, so they
+    # rate equal; against the time buyer the prober gains on the pairs, so it rates above.
+    assert config.sellers[0] == "scripted:satisficer"
+    assert expected["gain"] == 0.0 and all(r["reward"]["gain"] == 0.0 for r in rows)
+    assert {a: r["rating"]["rating"] for a, r in by.items()} == pytest.approx(
+        {"scripted:satisficer": 1000.0, "scripted:prober": 1000.0}
+    )
+    time = {r["agent"]: r for r in held_out(store, "t", "seller", ["scripted:time"], "*satis*")}
+    assert time["scripted:prober"]["reward"]["gain"] > 0
+    assert time["scripted:satisficer"]["rating"]["rating"] == pytest.approx(1000.0)
+    assert time["scripted:prober"]["rating"]["rating"] > 1000.0
     store.close()
 
 
