@@ -181,7 +181,7 @@ def test_a_worker_node_killed_mid_round_loses_no_episode_and_stores_none_twice(
         while not (db.exists() and stored_count(db) >= 2 and len(actor_nodes("ModelActor")) == 2):
             assert runner.is_alive() and time.monotonic() < deadline, done
             time.sleep(0.05)
-        kill_node(cluster, actor_nodes("ModelActor")[0])
+        kill_node(cluster, actor_nodes("ModelActor"))
     finally:
         runner.join(120)
     assert not runner.is_alive() and "error" not in done, done
