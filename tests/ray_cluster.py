@@ -55,14 +55,16 @@ def actor_nodes(class_name: str) -> list[str]:
     ]
 
 
-def kill_node(cluster: Any, node_ids: list[str]) -> str:
+def kill_node(cluster: Any, node_ids: list[str]) -> None:
     """Kill one worker node of ``cluster`` among ``node_ids`` at once (its raylet and worker
-    processes), like a machine that loses power, and return its id. Never the node this driver
-    is connected to: on one machine Ray may attach the driver to a worker node's raylet rather
-    than the head's, and removing that node would break the driver, not test a lost worker."""
+    processes), like a machine that loses power. Never the node this driver is connected to:
+    on one machine Ray may attach the driver to a worker node's raylet rather than the head's,
+    and removing that node would break the driver, not test a lost worker."""
     import ray
 
     driver = ray.get_runtime_context().get_node_id()
-    node = next(n for n in cluster.worker_nodes if n.node_id in node_ids and n.node_id != driver)
+    node = next(
+        (n for n in cluster.worker_nodes if n.node_id in node_ids and n.node_id != driver), None
+    )
+    assert node is not None, f"no worker node among {node_ids} that the driver is not on"
     cluster.remove_node(node, allow_graceful=False)
-    return node.node_id

@@ -59,10 +59,11 @@ def test_held_out_facing_one_buyer_pairs_and_rates_on_those_episodes_only(tmp_pa
     assert {a: r["rating"]["rating"] for a, r in by.items()} == pytest.approx(
         {"scripted:satisficer": 1000.0, "scripted:prober": 1000.0}
     )
-    time = {r["agent"]: r for r in held_out(store, "t", "seller", ["scripted:time"], "*satis*")}
-    assert time["scripted:prober"]["reward"]["gain"] > 0
-    assert time["scripted:satisficer"]["rating"]["rating"] == pytest.approx(1000.0)
-    assert time["scripted:prober"]["rating"]["rating"] > 1000.0
+    versus_time = held_out(store, "t", "seller", ["scripted:time"], "*satis*")
+    by_time = {r["agent"]: r for r in versus_time}
+    assert by_time["scripted:prober"]["reward"]["gain"] > 0
+    assert by_time["scripted:satisficer"]["rating"]["rating"] == pytest.approx(1000.0)
+    assert by_time["scripted:prober"]["rating"]["rating"] > 1000.0
     store.close()
 
 
