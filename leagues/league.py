@@ -70,6 +70,7 @@ from leagues.plan import (
 )
 from leagues.remote import start_learner, stop_learner, train_remote
 from leagues.report import write_league_report
+from leagues.rollout import LEARNER
 from leagues.state import (
     STAGES,
     finish_stage,
@@ -247,8 +248,10 @@ class LeagueRun:
 
         self.log(f"generation {g}: training the {plan.side} for {steps} steps ({len(rows)} groups, "
                  f"learning rate {config.learning_rate(g):.3g})")  # fmt: skip
-        if self.learner is not None:
-            train_remote(self.learner, job, on_step, self.log)
+        if self.learner is not None:  # its LLM opponents play on the pool's actors
+            opponents = [s for row in rows for s in row.players if s != LEARNER]
+            served = self.actor_pool.serving(opponents) if self.actor_pool else {}
+            train_remote(self.learner, job, on_step, self.log, served)
         else:
             train_learner(job, on_step)
         self.log(f"generation {g}: trained in {time.perf_counter() - started:.0f} s")

@@ -30,8 +30,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agents.backends import routed
 from leagues.train_config import TrainConfig
 from leagues.trainer import StepHook, TrainJob, train_learner
+from tournaments.pool_backend import PoolRouter
 from tournaments.ray_pool import ModelActor
 
 PLACEMENT_TIMEOUT_S = 300
@@ -57,15 +59,22 @@ class LearnerActor:
 
             torch.set_num_threads(cpu_threads)
 
-    def train(self, job: TrainJob) -> Iterator[tuple[int, dict[str, float]] | str]:
+    def train(
+        self, job: TrainJob, served: dict[str, list[Any]] | None = None
+    ) -> Iterator[tuple[int, dict[str, float]] | dict[str, int] | str]:
         """Train ``job`` (:func:`~leagues.trainer.train_learner`): each step's (step, logs)
-        as it is taken, then the adapter's path."""
+        as it is taken, then the requests the pool answered per back-end key, then the
+        adapter's path. The rollouts' LLM opponents whose back-ends are in ``served``
+        (:meth:`~tournaments.ray_pool.ActorPool.serving`) are answered by those pool actors."""
         steps: queue.Queue[Any] = queue.Queue()
         outcome: list[Any] = []
+        router = PoolRouter(served or {})
 
         def run() -> None:
             try:
-                outcome.append(str(train_learner(job, lambda s, logs: steps.put((s, logs)))))
+                with routed(router):
+                    adapter = train_learner(job, lambda s, logs: steps.put((s, logs)))
+                outcome.append(str(adapter))
             except BaseException as exc:  # re-raised in the caller's thread below
                 outcome.append(exc)
             steps.put(None)
@@ -77,6 +86,7 @@ class LearnerActor:
         worker.join()
         if isinstance(outcome[0], BaseException):
             raise outcome[0]
+        yield router.requests()
         yield outcome[0]
 
     where = ModelActor.where
@@ -112,19 +122,30 @@ def stop_learner(learner: Any) -> None:
     ray.kill(learner, no_restart=True)
 
 
-def train_remote(learner: Any, job: TrainJob, on_step: StepHook, note: Any = print) -> Path:
+def train_remote(
+    learner: Any,
+    job: TrainJob,
+    on_step: StepHook,
+    note: Any = print,
+    served: dict[str, list[Any]] | None = None,
+) -> Path:
     """Train ``job`` on the learner actor, ``on_step`` called in this process as each step's
-    logs arrive; a lost worker sends the job again (it resumes from its last checkpoint)."""
+    logs arrive; a lost worker sends the job again (it resumes from its last checkpoint). The
+    rollouts' opponents of the back-ends in ``served`` play on those pool actors."""
     import ray
     from ray.exceptions import RayActorError
 
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             adapter = None
-            for ref in learner.train.options(num_returns="streaming").remote(job):
+            for ref in learner.train.options(num_returns="streaming").remote(job, served):
                 item = ray.get(ref)
                 if isinstance(item, str):
                     adapter = Path(item)
+                elif isinstance(item, dict):
+                    for key, requests in item.items():
+                        note(f"{job.run_name}: the opponents' {requests} requests to {key} "
+                             "answered by the pool")  # fmt: skip
                 else:
                     on_step(*item)
             if adapter is None:

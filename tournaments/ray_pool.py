@@ -42,9 +42,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.backends import backend_config, open_backends
+from agents.backends import backend_config, end_conversations, get_backend, open_backends
+from agents.backends import backend_key as model_key
 from agents.backends.adapters import ADAPTER_KEY
-from agents.backends.base import non_default_query
+from agents.backends.base import ChatRequest, Completion
 from agents.driver import Match
 from agents.llm import split_agent_params
 from agents.specs import is_scripted, parse_spec
@@ -55,6 +56,8 @@ Note = Callable[[str], None]
 
 MAX_ATTEMPTS = 4
 """Tries of one chunk on the actors of its group before the run stops."""
+PLACEMENT_TIMEOUT_S = 300
+"""How long :meth:`ActorPool.serving` waits for the first actor of a back-end to answer."""
 
 
 def backend_key(spec: str) -> str:
@@ -63,8 +66,7 @@ def backend_key(spec: str) -> str:
     parsed = parse_spec(spec)
     _, _, params = split_agent_params(parsed.params)
     params = {k: v for k, v in params.items() if k != ADAPTER_KEY}
-    config = backend_config(parsed.kind, params)
-    return f"{parsed.kind}:{parsed.name}{non_default_query(config)}"
+    return model_key(parsed.kind, parsed.name, params)
 
 
 def model_group(match: Match) -> Group:
@@ -96,6 +98,23 @@ class ModelActor:
 
     def play(self, task: Callable[[Sequence[Match]], Any], chunk: Sequence[Match]) -> Any:
         return task(chunk)
+
+    def generate(
+        self, model: tuple[str, str, dict[str, str]], requests: Sequence[ChatRequest]
+    ) -> list[Completion]:
+        """Answer one batch of requests for the model (kind, name, back-end params) with this
+        process's back-end (loaded once, as for ``play``): another process's episodes, e.g. the
+        opponents' turns of a league's training rollouts (:mod:`tournaments.pool_backend`)."""
+        backend = get_backend(*model)
+        for adapter in sorted({r.adapter for r in requests if r.adapter}):
+            backend.add_adapter(adapter)  # type: ignore[attr-defined]
+        return backend.generate(requests)
+
+    def end_conversations(
+        self, model: tuple[str, str, dict[str, str]], conversations: Sequence[str]
+    ) -> None:
+        """Drop what the model's back-end keeps for these finished conversations (hf's KV)."""
+        end_conversations(get_backend(*model), conversations)
 
     def loads(self) -> tuple[int, dict[str, int]]:
         """(process id, models this process has loaded per back-end key): a restarted actor
@@ -187,6 +206,35 @@ class ActorPool:
             if started:
                 ray.shutdown()
 
+    def serving(self, specs: Sequence[str]) -> dict[str, list[Any]]:
+        """Actors that answer requests for the back-ends of ``specs`` between runs (a league's
+        training rollouts send their LLM opponents' turns here): per back-end key, the kept
+        actors whose group holds it, else ``actors_per_group`` new ones for it, kept as a run's
+        are. Only actors that answer are returned (one the cluster cannot place yet is left
+        waiting); none within ``PLACEMENT_TIMEOUT_S`` is an error that says what is free."""
+        import ray
+
+        gpus = ray.cluster_resources().get("GPU", 0)
+        served: dict[str, list[Any]] = {}
+        for key in sorted({backend_key(s) for s in specs if not is_scripted(s)}):
+            actors = [a for a in self.kept if key in a.group]
+            for _ in range(0 if actors else self.actors_per_group):
+                actors.append(_new_actor((key,), gpus))
+                self.kept.append(actors[-1])
+            pings = {a.handle.where.remote(): a for a in actors}
+            ready, _ = ray.wait(list(pings), num_returns=1, timeout=PLACEMENT_TIMEOUT_S)
+            if not ready:
+                raise RuntimeError(
+                    f"no actor for {key} answered in {PLACEMENT_TIMEOUT_S} s (free now: "
+                    f"{ray.available_resources()}); add a node with "
+                    f"{actor_resources((key,), gpus)}, or run the league with executor = 'local'"
+                )
+            ready += ray.wait(list(pings), num_returns=len(pings), timeout=1)[0]
+            for ref in set(ready):
+                pings[ref].starting = pings[ref].lost = False
+            served[key] = [a.handle for a in actors if not (a.starting or a.lost)]
+        return served
+
     def close(self) -> None:
         """Kill the kept actors (their resources go back to the cluster)."""
         import ray
@@ -211,7 +259,6 @@ class ActorPool:
 
         task_ref = ray.put(task)
         remote_task = ray.remote(max_retries=MAX_ATTEMPTS)(_apply)
-        actor_class = ray.remote(max_restarts=-1, max_task_retries=0)(ModelActor)
         gpus = ray.cluster_resources().get("GPU", 0)
         # The CPUs this pool may use: those free now and those its kept actors hold (a league's
         # learner actor holds its own for the whole league; a scripted task sent beyond them
@@ -232,13 +279,11 @@ class ActorPool:
                 inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
         for group, queue in queues.items():
             count = min(self.actors_per_group, len(queue))
-            options = actor_resources(group, gpus)
             have = sum(a.group == group for a in actors)
             for _ in range(max(0, count - have)):
                 # It takes chunks once it answers: one the cluster has no room for yet (a
                 # league's learner holds some) waits without holding any episodes.
-                handle = actor_class.options(**options).remote()
-                actor = _Actor(handle, group, cpus=options["num_cpus"])
+                actor = _new_actor(group, gpus)
                 inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
                 actors.append(actor)
 
@@ -352,6 +397,16 @@ class ActorPool:
             if not finished:  # a run that stopped early: its actors' state is unknown
                 for actor in actors:
                     ray.kill(actor.handle, no_restart=True)
+
+
+def _new_actor(group: Group, cluster_gpus: float) -> _Actor:
+    """A new model actor for ``group`` (restarted by Ray when its worker dies), not yet
+    answering: it serves once a ping comes back."""
+    import ray
+
+    options = actor_resources(group, cluster_gpus)
+    actor_class = ray.remote(max_restarts=-1, max_task_retries=0)(ModelActor)
+    return _Actor(actor_class.options(**options).remote(), group, cpus=options["num_cpus"])
 
 
 def require_ray() -> None:

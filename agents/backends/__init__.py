@@ -3,7 +3,10 @@
 `backend_from_spec(kind, name, params)` builds a back-end from the parts of an agent spec string
 (`openai:<model>?base_url=...`, `hf:<path>?device=...`, `vllm:<name>?max_model_len=...`).
 `get_backend` does the same through a process-wide cache so that every agent naming the same
-model and back-end settings shares one engine (one model load, one HTTP pool per server).
+model and back-end settings shares one engine (one model load, one HTTP pool per server). Inside
+`routed(router)` it first asks the router, which may answer with a back-end that serves the model
+from elsewhere (a league's learner sends its LLM opponents' requests to the Ray pool's actors,
+`tournaments.pool_backend`).
 Sampling keys in `params` are ignored here: they are the agent's (see `sampling_from_params`).
 
 A `lora=<adapter>` parameter is not a back-end setting either: agents naming adapters of one base
@@ -15,7 +18,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ from agents.backends.base import (
     Completion,
     SamplingConfig,
     config_from_params,
+    non_default_query,
     sampling_from_params,
     split_params,
 )
@@ -44,6 +49,10 @@ BACKENDS: dict[str, tuple[type, type]] = {
 _CACHE: dict[tuple[str, str, Any], Backend] = {}
 _CACHE_LOCK = threading.Lock()
 
+Router = Callable[[str, str, Mapping[str, str]], "Backend | None"]
+"""(kind, model, back-end params) -> a back-end serving that model from elsewhere, or None."""
+_ROUTERS: list[Router] = []
+
 
 def backend_config(kind: str, params: Mapping[str, str]) -> Any:
     """The frozen config of back-end `kind` parsed from spec params (sampling keys skipped)."""
@@ -51,6 +60,24 @@ def backend_config(kind: str, params: Mapping[str, str]) -> Any:
         raise ValueError(f"unknown back-end kind {kind!r}; use one of {', '.join(BACKENDS)}")
     config_cls, _ = BACKENDS[kind]
     return config_from_params(config_cls, kind, params)
+
+
+def backend_key(kind: str, name: str, params: Mapping[str, str]) -> str:
+    """The name of the back-end serving (kind, model, back-end params): kind, model and the
+    settings that differ from their defaults, so equal settings spelled differently share it."""
+    return f"{kind}:{name}{non_default_query(backend_config(kind, params))}"
+
+
+@contextmanager
+def routed(router: Router) -> Iterator[None]:
+    """While active, ``get_backend`` first offers every model it is asked for to ``router``; a
+    back-end the router returns serves that model instead of one loaded in this process (the
+    router keeps its own back-ends: the cache is not touched)."""
+    _ROUTERS.append(router)
+    try:
+        yield
+    finally:
+        _ROUTERS.remove(router)
 
 
 MODEL_KINDS = ("hf", "vllm")
@@ -116,10 +143,14 @@ def get_backend(kind: str, name: str, params: Mapping[str, str]) -> Backend:
     backend_params, adapter = split_adapter(params)
     config = backend_config(kind, backend_params)
     key = (kind, name, config)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = BACKENDS[kind][1](name, config)
-        backend = _CACHE[key]
+    backend = next(
+        (b for r in reversed(_ROUTERS) if (b := r(kind, name, backend_params)) is not None), None
+    )
+    if backend is None:
+        with _CACHE_LOCK:
+            if key not in _CACHE:
+                _CACHE[key] = BACKENDS[kind][1](name, config)
+            backend = _CACHE[key]
     if adapter is None:
         return backend
     add_adapter = getattr(backend, "add_adapter", None)
@@ -175,11 +206,13 @@ __all__ = [
     "VLLMConfig",
     "backend_config",
     "backend_from_spec",
+    "backend_key",
     "check_model_source",
     "close_backends",
     "end_conversations",
     "get_backend",
     "open_backends",
+    "routed",
     "sampling_from_params",
     "split_params",
 ]

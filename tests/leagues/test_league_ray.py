@@ -19,9 +19,10 @@ from tests.ray_cluster import two_node_cluster
 from tournaments.store import Store, load_records
 
 
-def stored(db: Path, folder: Path) -> tuple[list[tuple[str, str]], list[tuple]]:
-    """(every episode as (tournament, record JSON), the stored ratings), sorted, with the
-    league's folder written as FOLDER so two leagues in two folders compare."""
+def stored(db: Path, folder: Path) -> tuple[list[tuple[str, str]], list[tuple], list[tuple]]:
+    """(every episode as (tournament, record JSON), the stored ratings, every training step's
+    reward and loss), sorted, with the league's folder written as FOLDER so two leagues in two
+    folders compare."""
 
     def plain(text: str) -> str:
         return text.replace(str(folder), "FOLDER")
@@ -31,25 +32,31 @@ def stored(db: Path, folder: Path) -> tuple[list[tuple[str, str]], list[tuple]]:
         ratings = store.db.execute(
             "SELECT generation, role, agent, rating, games, episodes FROM league_ratings"
         ).fetchall()
+        steps = store.db.execute(
+            "SELECT generation, side, step, reward, loss FROM training_steps"
+        ).fetchall()
     episodes = sorted(
         (name, plain(json.dumps(r.to_dict(), sort_keys=True)))
         for name in names
         for r in load_records(db, tournament=name)
     )
-    return episodes, sorted(tuple(plain(str(v)) for v in row) for row in ratings)
+    return (
+        episodes,
+        sorted(tuple(plain(str(v)) for v in row) for row in ratings),
+        sorted(tuple(row) for row in steps),
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_a_league_evaluated_on_the_pool_stores_the_episodes_and_ratings_of_one_process(
+@pytest.mark.timeout(420)
+def test_a_league_on_the_pool_stores_the_episodes_steps_and_ratings_of_one_process(
     tmp_path: Path,
 ) -> None:
-    # Evaluation requests are seeded from their episodes (leagues.plan.model_spec): the pool
-    # must reproduce one process exactly, LLM texts included.
-    config = dataclasses.replace(
-        LeagueConfig.from_toml(league_config(tmp_path, "pooled", "seller", "uniform")),
-        generations=1,
-    )
+    # Both sides train (seller, then buyer): the buyer's rollouts meet the seller checkpoint of
+    # generation 1 among its opponents, whose turns the pool's actors answer. Requests are
+    # seeded from their episodes (leagues.plan.model_spec, agents.llm.request_seed): the pool
+    # must reproduce one process exactly, LLM texts and training rewards included.
+    config = LeagueConfig.from_toml(league_config(tmp_path, "pooled", "both", "uniform"))
     local = dataclasses.replace(config, folder=str(tmp_path / "local"))
     run_league(local, tmp_path / "local.db", log=lambda _m: None, report=False)
     close_backends()
@@ -57,14 +64,18 @@ def test_a_league_evaluated_on_the_pool_stores_the_episodes_and_ratings_of_one_p
     lines: list[str] = []
     with two_node_cluster():
         run_league(pooled, tmp_path / "pooled.db", log=lines.append, report=False)
-    episodes, ratings = stored(tmp_path / "pooled.db", tmp_path / "pooled")
-    assert (episodes, ratings) == stored(tmp_path / "local.db", tmp_path / "local")
-    assert sum("lora=" in record for _, record in episodes) >= 8  # the checkpoint played
-    # Every round's model group (the base, then its adapter) ran on one pool kept for the
-    # league: each actor loaded the base model once for all the rounds, not once a round.
+    episodes, ratings, steps = stored(tmp_path / "pooled.db", tmp_path / "pooled")
+    assert (episodes, ratings, steps) == stored(tmp_path / "local.db", tmp_path / "local")
+    assert sum("lora=" in record for _, record in episodes) >= 8  # the checkpoints played
+    assert {side for _, side, *_ in steps} == {"seller", "buyer"}
+    # The buyer's rollouts' LLM opponent was answered by the pool (the seller's had none).
+    served = [int(m[1]) for line in lines if (m := re.search(r"opponents' (\d+) requests", line))]
+    assert len(served) == 1 and served[0] > 0, lines
+    # Every round's model group (the base, then its adapters) ran on one pool kept for the
+    # league: each actor loaded the base model once for all the rounds and rollouts.
     actors = [int(m[1]) for line in lines if (m := re.search(r": (\d+) actor\(s\)$", line))]
     loads = [int(m[1]) for line in lines if (m := re.search(r": (\d+) model load\(s\)$", line))]
-    assert len(actors) == 2 and sum(loads) == max(actors), lines
+    assert len(actors) == 3 and sum(loads) == max(actors), lines
 
 
 def test_where_a_league_is_evaluated_may_change_when_it_resumes(tmp_path: Path) -> None:
