@@ -1,6 +1,8 @@
 """Scripted buyers. Each reads its own channel view and emits protocol text.
 
-- ``time``: concedes from its opening toward its budget, bid_k = open + (B - open)(k/K)^(1/e).
+- ``time``: concedes from its opening toward its budget, bid_k = open + (B - open)(k/K)^(1/e);
+  with ``accept = a`` it also takes any offer at or below a x B at once (a reservation price of
+  its own below the budget: a patient buyer that still closes when the seller comes down).
 - ``tit-for-tat``: reciprocal concession: raises its bid by what the seller last conceded.
 - ``hardliner``: barely moves and accepts only offers close to its current bid.
 
@@ -85,7 +87,7 @@ class _Buyer:
         offer = view.offers.get(p)
         rounds = sum(1 for e in view.events if e.speaker == "seller")
         bid = floor_cents(min(self.next_bid(view, p, rounds), view.valuations[p]))
-        if offer is not None and cents(offer) <= cents(bid):
+        if offer is not None and (cents(offer) <= cents(bid) or self.accepts(view, p, offer)):
             return respond(view, Kind.DEAL, None, "The offer is within my plan.", "Deal.", p)
         if offer is not None:
             bid = min(bid, floor_cents(offer - 0.01))
@@ -110,16 +112,25 @@ class _Buyer:
     def next_bid(self, view: BuyerView, p: int, rounds: int) -> float:
         raise NotImplementedError
 
+    def accepts(self, view: BuyerView, p: int, offer: float) -> bool:
+        """Whether an offer above its current bid is taken anyway (never, by default)."""
+        return False
+
 
 @dataclass(frozen=True)
 class TimeBuyerConfig(BuyerStyle):
     e: float = 1.0
     """Concession exponent: e < 1 Boulware, e > 1 Conceder."""
+    accept: float = 0.0
+    """Any offer at or below this share of the budget is taken at once (0: only offers at or
+    below the current bid)."""
 
     def __post_init__(self) -> None:
         self._check()
         if not (math.isfinite(self.e) and self.e > 0):
             raise ValueError("e must be a positive number")
+        if not 0.0 <= self.accept <= 1.0:
+            raise ValueError("accept must lie in [0, 1] (a share of the budget)")
 
 
 class TimeBuyer(_Buyer):
@@ -131,6 +142,9 @@ class TimeBuyer(_Buyer):
         start = self.opening_bid(view, p)
         progress = (rounds / view.max_rounds) ** (1.0 / self.config.e)
         return start + (view.valuations[p] - start) * progress
+
+    def accepts(self, view: BuyerView, p: int, offer: float) -> bool:
+        return cents(offer) <= cents(floor_cents(self.config.accept * view.valuations[p]))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from agents.scripted.sellers import SELLERS
 from agents.specs import SpecError
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset, preset_names
-from arena.money import cents
+from arena.money import cents, floor_cents
 from arena.protocol import parse_buyer, parse_seller
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario, make_scenarios
@@ -165,6 +165,28 @@ def test_satisficer_closes_on_a_standing_bid_at_or_above_cost_at_once():
     assert (deal.buyer, deal.price, deal.closed_by, deal.turn) == (1, 19.00, "seller", 1)
 
 
+def test_a_time_buyer_with_accept_takes_the_first_offer_at_or_below_that_share_of_its_budget():
+    config = get_preset("bilateral")
+    scenarios = make_scenarios(config, CATALOG, 3, 48)
+    patient = "scripted:time?e=0.01&opening=0.1&jitter=0"
+    plain = play_vs_pool(config, scenarios, "scripted:time?e=0.5", [patient])[0]
+    eager = play_vs_pool(config, scenarios, "scripted:time?e=0.5", [patient + "&accept=0.9"])[0]
+    earlier = 0
+    for before, after in zip(plain, eager, strict=True):
+        assert_rational_and_valid(after)
+        limit = cents(floor_cents(0.9 * after.scenario.valuations[0][0]))
+        offers = [t for t in after.result.turns if t.agent == "seller" and t.kind == "SELL"]
+        first = next((t for t in offers if cents(t.price) <= limit), None)
+        if first is not None:  # taken at once, at that offer
+            assert after.result.deal is not None and after.result.deal.price == first.price
+            assert after.result.deal.closed_by == "buyer"
+        bids = [t.price for t in after.result.turns if t.agent == "buyer_1" and t.kind == "BUY"]
+        assert len(set(bids)) <= 2  # it still holds its opening bid (its budget only at the end)
+        if before.result.deal and after.result.deal:
+            earlier += after.result.deal.turn < before.result.deal.turn
+    assert earlier > 0
+
+
 # --- spec strings --------------------------------------------------------------------------------
 
 
@@ -216,6 +238,7 @@ def test_bad_spec_strings_are_rejected_with_the_reason(spec: str, message: str):
         ("scripted:time?e=", "buyer", "e: expected a number, got ''"),
         ("scripted:prober?threshold=2", "seller", "threshold must lie in"),
         ("scripted:time?e=-1", "seller", "e must be a positive number"),
+        ("scripted:time?accept=1.5", "buyer", r"accept must lie in \[0, 1\]"),
     ],
 )
 def test_bad_scripted_specs_fail_to_build_naming_the_problem(spec: str, role: str, message: str):
