@@ -41,7 +41,7 @@ from rich.console import Console
 
 from arena.estimates import estimate
 from leagues.config import LeagueConfig
-from leagues.evaluation import held_out, targets
+from leagues.evaluation import coevolving, held_out, targets
 from leagues.report import CURVES
 from leagues.seeds import across_seeds, holding, run_seeds, seed_configs, seeds_table
 from leagues.state import training_steps
@@ -208,7 +208,8 @@ def report_league(
     per_step = step_seconds(steps)
     print(f"wall time per GRPO step: {per_step['mean']:.1f} ± {per_step['se']:.1f} s "
           f"({per_step['steps']} steps)")  # fmt: skip
-    met = targets(rows, role) if reference == "base" else {}  # the targets are over the base
+    # the targets are over the base; a co-evolution league's lineages have their own bar
+    met = targets(rows, role, coevolving(store, config.name)) if reference == "base" else {}
     for name, ok in met.items():
         print(f"target {name}: {'met' if ok else 'NOT met'}")
     return {

@@ -45,6 +45,9 @@ only those its own side ended."""
 
 GAIN_TARGET = 0.10
 """The last checkpoint's paired held-out reward gain over its base that counts as learning."""
+COEVOLUTION_GAIN_TARGET = 0.05
+"""Co-evolution's bar for each lineage (issue 19): the paired gain over the base at two standard
+errors, read strictly (gain - 2 SE >= 0.05), since each lineage's opponents also moved."""
 VIOLATION_TARGET = 0.10
 """The most held-out violations a trained seller may commit (the paper's Phase 1 ends near 0)."""
 
@@ -163,6 +166,13 @@ def held_out(
     return sorted(rows, key=lambda r: (r["generation"] is None, r["generation"] or 0, r["agent"]))
 
 
+def coevolving(store: Store, league: str) -> bool:
+    """Whether ``league`` trains both sides (``learner.side = "both"``, as first stored): its
+    lineages are judged by co-evolution's bar (:func:`targets`)."""
+    row = store.db.execute("SELECT config FROM league_runs WHERE name = ?", [league]).fetchone()
+    return row is not None and json.loads(row[0]).get("learner", {}).get("side") == "both"
+
+
 def refitted(
     store: Store,
     league: str,
@@ -194,12 +204,16 @@ def ratings_after(store: Store, league: str, generation: int, role: str) -> dict
     }
 
 
-def targets(rows: Sequence[dict[str, Any]], role: str) -> dict[str, bool]:
+def targets(
+    rows: Sequence[dict[str, Any]], role: str, coevolution: bool = False
+) -> dict[str, bool]:
     """The learning bar of one league (rows from :func:`held_out`): the last checkpoint gains
     ``GAIN_TARGET`` over the base (paired), its rating interval lies above the base's, ratings
     rise generation over generation, the newest checkpoint rates above its parent; sellers also:
     at most ``VIOLATION_TARGET`` held-out violations, and (the stretch) a rating interval above
-    ``scripted:satisficer``'s."""
+    ``scripted:satisficer``'s. A lineage of a co-evolution league (``coevolution``, see
+    :func:`coevolving`) is judged by co-evolution's own bar instead: newest above its parent,
+    interval above the base's, gain - 2 SE >= ``COEVOLUTION_GAIN_TARGET``."""
     learner = sorted((r for r in rows if r["generation"]), key=lambda r: r["generation"])
     if not learner:
         return {}
@@ -210,15 +224,23 @@ def targets(rows: Sequence[dict[str, Any]], role: str) -> dict[str, bool]:
     def rating(row: dict[str, Any], key: str = "rating") -> float | None:
         return row["rating"].get(key)
 
+    above_base = (rating(last, "ci_low") or -math.inf) > (rating(base, "ci_high") or math.inf)
+    above_parent = (rating(last) or -math.inf) > (rating(parent) or math.inf)
+    if coevolution:
+        gain = last["reward"]
+        return {
+            "gain_at_two_se": gain["gain"] - 2 * gain["gain_se"] >= COEVOLUTION_GAIN_TARGET,
+            "interval_above_base": above_base,
+            "newest_above_parent": above_parent,
+        }
     rises = [rating(base), *map(rating, learner)]
     out = {
         "gain_over_base": last["reward"]["gain"] >= GAIN_TARGET,
-        "interval_above_base": (rating(last, "ci_low") or -math.inf)
-        > (rating(base, "ci_high") or math.inf),
+        "interval_above_base": above_base,
         "ratings_rise": all(
             a is not None and b is not None and b > a for a, b in itertools.pairwise(rises)
         ),
-        "newest_above_parent": (rating(last) or -math.inf) > (rating(parent) or math.inf),
+        "newest_above_parent": above_parent,
     }
     if role == "seller":
         satisficer = next((r for r in rows if r["spec"] == "scripted:satisficer"), None)

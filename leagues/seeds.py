@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from leagues.config import LeagueConfig
-from leagues.evaluation import held_out, targets
+from leagues.evaluation import coevolving, held_out, targets
 from leagues.league import run_league
 from leagues.summary import LeagueSummary
 from tournaments.store import Store
@@ -130,7 +130,7 @@ def across_seeds(
             continue
         last = max(learner, key=lambda r: r["generation"])
         base = next(r for r in rows if r["agent"] == "base")
-        met = targets(rows, role) if reference == "base" else {}
+        met = targets(rows, role, coevolving(store, league)) if reference == "base" else {}
         per_seed.append({"league": league, "last": last, "base": base, "targets": met})
     summary: dict[str, Any] = {
         "seeds": per_seed,

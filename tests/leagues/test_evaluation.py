@@ -1,11 +1,22 @@
-"""leagues.evaluation: held-out figures paired against a reference, and the view facing some
-opponents only (the hand-off's question: how do sellers fare against trained buyers alone?)."""
+"""leagues.evaluation: held-out figures paired against a reference, the view facing some
+opponents only (the hand-off's question: how do sellers fare against trained buyers alone?),
+and the bars a league's learning is judged by."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from leagues.evaluation import facing, held_out, matches, opponent_filter, paired
+from leagues.evaluation import (
+    coevolving,
+    facing,
+    held_out,
+    matches,
+    opponent_filter,
+    paired,
+    targets,
+)
 from leagues.state import league_records, register_league
 from tests.leagues.leagues import scripted_store
 
@@ -78,4 +89,60 @@ def test_held_out_names_what_is_missing(tmp_path):
         held_out(store, "t", "seller", (), "scripted:*")
     rows = held_out(store, "t", "seller", (), "*satis*")  # a pattern that names one agent
     assert {r["agent"]: r["reward"]["gain"] for r in rows}["scripted:satisficer"] == 0.0
+    store.close()
+
+
+def row(agent: str, generation: int | None, rating: tuple[float, float, float], gain=(0.0, 0.0)):
+    """A held-out row as :func:`held_out` gives it: rating (rating, low, high), paired gain, se."""
+    return {
+        "agent": agent,
+        "spec": agent,
+        "generation": generation,
+        "rating": dict(zip(("rating", "ci_low", "ci_high"), rating, strict=True)),
+        "reward": {"mean": 0.0, "gain": gain[0], "gain_se": gain[1]},
+        "violation_rate": {"mean": 0.0},
+    }
+
+
+def test_the_learning_bar_wants_a_gain_of_a_tenth_and_ratings_rising_every_generation():
+    rows = [
+        row("base", 0, (850, 830, 870)),
+        row("gen-1-buyer", 1, (900, 880, 920), (0.08, 0.01)),
+        row("gen-2-buyer", 2, (890, 875, 905), (0.12, 0.01)),
+    ]
+    met = targets(rows, "buyer")
+    assert met == {
+        "gain_over_base": True,
+        "interval_above_base": True,
+        "ratings_rise": False,  # 900 -> 890
+        "newest_above_parent": False,
+    }
+
+
+def test_the_coevolution_bar_reads_the_gain_at_two_standard_errors():
+    rows = [
+        row("base", 0, (850, 830, 870)),
+        row("gen-2-buyer", 2, (880, 860, 900), (0.06, 0.01)),
+        row("gen-4-buyer", 4, (900, 880, 920), (0.07, 0.012)),
+    ]
+    assert targets(rows, "buyer", coevolution=True) == {
+        "gain_at_two_se": False,  # 0.07 - 2 x 0.012 = 0.046 < 0.05
+        "interval_above_base": True,
+        "newest_above_parent": True,
+    }
+    rows[-1]["reward"]["gain_se"] = 0.01  # 0.07 - 0.02 = 0.05: met
+    assert targets(rows, "buyer", coevolution=True)["gain_at_two_se"] is True
+    assert "gain_over_base" in targets(rows, "buyer")  # the same rows under the learning bar
+
+
+def test_a_league_that_trains_both_sides_is_judged_as_coevolution(tmp_path):
+    store, config = scripted_store(tmp_path)
+    register_league(store, config)
+    assert not coevolving(store, "t")
+    both = dataclasses.replace(
+        config, name="both", learner=dataclasses.replace(config.learner, side="both")
+    )
+    register_league(store, both)
+    assert coevolving(store, "both")
+    assert not coevolving(store, "absent")
     store.close()
