@@ -73,6 +73,9 @@ SIDE_TRAIN_KEYS = (
 )  # fmt: skip
 """``learner.side_train`` keys: TRL's optimisation and sampling settings; the batch shape,
 completion length, sampler and adapter stay the league's."""
+SIDE_STEPS = "steps_per_generation"
+"""The one league setting ``learner.side_train`` also takes: a side's optimizer steps per
+generation (RLlib's per-module overrides include how much each module trains)."""
 """Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
 
 
@@ -146,8 +149,9 @@ class LearnerConfig:
         metadata=_help(
             "Training settings of one side that differ from [league.learner.train] (RLlib's "
             "per-module overrides), by side: [league.learner.side_train.buyer] learning_rate = "
-            "5e-4, temperature = 1.0. Keys: " + ", ".join(SIDE_TRAIN_KEYS) + " (what shapes a "
-            "step or a checkpoint stays the league's)."
+            "5e-4, temperature = 1.0, steps_per_generation = 12. Keys: "
+            + ", ".join((*SIDE_TRAIN_KEYS, SIDE_STEPS))
+            + " (what shapes a step or a checkpoint stays the league's)."
         ),
     )
     warm_start: str = field(
@@ -245,11 +249,18 @@ class LearnerConfig:
             if not isinstance(override, Mapping):
                 raise ValueError(f"{where}.side_train.{side} must be a table of settings")
             for key in override:
-                if key not in SIDE_TRAIN_KEYS:
+                if key not in (*SIDE_TRAIN_KEYS, SIDE_STEPS):
                     raise ValueError(
                         f"{where}.side_train.{side}.{key}: not a per-side setting; one of "
-                        f"{', '.join(SIDE_TRAIN_KEYS)} (set the others in [league.learner.train])"
+                        f"{', '.join((*SIDE_TRAIN_KEYS, SIDE_STEPS))} (set the others in "
+                        "[league.learner.train])"
                     )
+            steps = override.get(SIDE_STEPS, 1)
+            if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+                raise ValueError(
+                    f"{where}.side_train.{side}.{SIDE_STEPS} must be a whole number >= 1, "
+                    f"got {steps!r}"
+                )
             rate = override.get("learning_rate", 1.0)
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
                 raise ValueError(
@@ -301,10 +312,25 @@ class LearnerConfig:
 
     def train_for(self, side: str) -> TrainConfig:
         """The training settings of ``side``: ``train`` with ``side_train[side]`` on top."""
-        override = dict(self.side_train.get(side, {}))
+        override = {k: v for k, v in self.side_train.get(side, {}).items() if k != SIDE_STEPS}
         if not override:
             return self.train
         return dataclasses.replace(self.train, grpo={**self.train.grpo, **override})
+
+    def steps_for(self, side: str) -> int:
+        """Optimizer steps of a generation that trains ``side``: its ``side_train`` value,
+        else ``steps_per_generation``."""
+        return int(self.side_train.get(side, {}).get(SIDE_STEPS, self.steps_per_generation))
+
+    @property
+    def most_steps(self) -> int:
+        """The most steps any generation takes: the stride of the generations' scenario
+        slices, so no two generations share a training scenario whichever side they train."""
+        return max(self.steps_for(side) for side in self.roles)
+
+    def steps_through(self, generation: int) -> int:
+        """Optimizer steps of generations 1 .. ``generation`` together (a checkpoint's step)."""
+        return sum(self.steps_for(self.side_of(g)) for g in range(1, generation + 1))
 
     def side_of(self, generation: int) -> str:
         """The side trained in ``generation`` (1-based): ``both`` alternates, seller first."""

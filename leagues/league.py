@@ -216,7 +216,7 @@ class LeagueRun:
         """GRPO on the generation's training rows (a best response to the mixture)."""
         config, learner = self.config, self.config.learner
         rows = training_rows(config, g, plan.side, plan.opponents, plan.weights)
-        steps = learner.steps_per_generation
+        steps = learner.steps_for(plan.side)  # the side's own steps (side_train), else the league's
         train = learner.train_for(plan.side)  # the side's own settings (side_train)
         folder = self.folder / f"gen-{g:03d}-{plan.side}"
         job = TrainJob(
@@ -239,8 +239,10 @@ class LeagueRun:
         claim_folder(folder, self.name, league_hash(self.store, self.name))
         started = time.perf_counter()
 
+        before = learner.steps_through(g - 1)  # the league's steps before this generation
+
         def on_step(step: int, logs: dict[str, float]) -> None:
-            record_step(self.store, self.name, g, plan.side, step, (g - 1) * steps + step, logs)
+            record_step(self.store, self.name, g, plan.side, step, before + step, logs)
             self.log(
                 f"generation {g} step {step}/{steps}: reward {logs.get('reward', math.nan):+.3f}"
                 f", loss {logs.get('loss', math.nan):.4f}"
@@ -264,7 +266,7 @@ class LeagueRun:
         adapter = folder / "adapter"
         spec = model_spec(config, self.base, adapter)
         roles = ROLES if plan.side == "self-play" else (plan.side,)
-        step = g * config.learner.steps_per_generation
+        step = config.learner.steps_through(g)
         lineage = {"generation": g, "step": step, "config_hash": league_hash(self.store, self.name)}
         for role in roles:
             parent = self.store.register_agent(plan.parent, role)

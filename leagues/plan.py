@@ -116,15 +116,17 @@ def check_splits(config: LeagueConfig) -> None:
 def training_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
     """The generation's own slice of the training scenario list (no scenario is reused), in the
     training market (``train_market``)."""
-    per_generation = config.learner.steps_per_generation * config.learner.train.scenarios_per_step
-    if config.learner.side == "self-play":
-        count = per_generation // 2
+    learner, per_step = config.learner, config.learner.train.scenarios_per_step
+    if learner.side == "self-play":
+        count = learner.steps_per_generation * per_step // 2
         return _train_split_scenarios(config, count, (generation - 1) * count)
     # Every seat its own group: as many scenarios as groups, divided by the seats. Generations
-    # keep the full stride, so a buyer generation's scenarios never overlap a seller's.
-    seats = seats_trained(config, config.learner.side_of(generation))
-    start = (generation - 1) * per_generation
-    return _train_split_scenarios(config, per_generation // seats, start)
+    # keep the stride of the longest side's, so a buyer generation's scenarios never overlap a
+    # seller's whatever the steps of each (side_train's steps_per_generation).
+    side = learner.side_of(generation)
+    count = learner.steps_for(side) * per_step // seats_trained(config, side)
+    start = (generation - 1) * learner.most_steps * per_step
+    return _train_split_scenarios(config, count, start)
 
 
 def seats_trained(config: LeagueConfig, side: str) -> int:
@@ -150,11 +152,13 @@ def spare_scenarios(config: LeagueConfig, generation: int) -> list[Scenario]:
     """Fresh training scenarios for dynamic sampling (``train.dynamic_sampling``): a slice per
     generation of a part of the seed's list no generation trains on, one scenario per group
     and round, in step order (:class:`leagues.trainer.TrainJob`)."""
-    train = config.learner.train
-    count = config.learner.steps_per_generation * train.scenarios_per_step * train.dynamic_sampling
+    learner, train = config.learner, config.learner.train
+    stride = learner.most_steps * train.scenarios_per_step * train.dynamic_sampling
+    steps = learner.steps_for(learner.side_of(generation))
+    count = steps * train.scenarios_per_step * train.dynamic_sampling
     if not count:
         return []
-    return _train_split_scenarios(config, count, SPARE_START + (generation - 1) * count)
+    return _train_split_scenarios(config, count, SPARE_START + (generation - 1) * stride)
 
 
 def training_rows(

@@ -82,6 +82,22 @@ def test_a_buyer_in_every_seat_gets_a_group_per_seat_and_scenario_within_one_ste
         buyer_in_every_seat(tmp_path, 2)
 
 
+def test_a_side_with_more_steps_trains_on_more_scenarios_and_no_generation_shares_one(tmp_path):
+    config = buyer_in_every_seat(tmp_path, 3)  # 2 steps a generation, 2 scenarios a step
+    learner = dataclasses.replace(config.learner, side_train={"buyer": {"steps_per_generation": 5}})
+    config = dataclasses.replace(config, learner=learner)
+    steps = (learner.steps_for("buyer"), learner.steps_for("seller"), learner.most_steps)
+    assert steps == (5, 2, 5)
+    assert learner.steps_through(3) == 2 + 5 + 2  # seller, buyer, seller
+    buyer = training_rows(config, 2, "buyer", ["scripted:prober"], [1.0])
+    assert len(buyer) == 5 * config.learner.train.scenarios_per_step  # a group per seat
+    sellers = [training_rows(config, g, "seller", ["scripted:time"], [1.0]) for g in (1, 3)]
+    assert [len(rows) for rows in sellers] == [2 * 6, 2 * 6]
+    scenarios = [{r.scenario.index for r in rows} for rows in (sellers[0], buyer, sellers[1])]
+    assert sum(map(len, scenarios)) == len(set().union(*scenarios))  # pairwise disjoint
+    assert learner.train_for("buyer") == learner.train  # steps are the league's, not TRL's
+
+
 def test_spare_scenarios_are_one_per_group_and_round_and_never_a_generations_own(tmp_path):
     config = LeagueConfig.from_toml(league_config(tmp_path))
     assert spare_scenarios(config, 1) == []  # dynamic sampling off: no spares
