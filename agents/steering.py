@@ -42,7 +42,11 @@ Action line opens ``Action: [``, its tag is drawn among the side's (``SELL``, ``
 move, `` $`` are written; ``[QUIT]`` ends the turn. The move and its price stay the model's, but
 for a buyer's ``[DEAL]``, which accepts the seller's standing offer and must name it exactly
 (``arena.rules.BuyerError.DEAL_PRICE_MISMATCH``): the offer is written, as a seller's DEAL is
-written at its target's bid, and the budget stays the buyer's (a DEAL above it is -1). A label
+written at its target's bid, and the budget stays the buyer's (a DEAL above it is -1). Under the
+first-offer regulator (Section 3.3) a buyer's opening Action has no choice left in it (a
+``[BUY]`` at exactly the regulated price, ``BuyerError.UNREGULATED_OPENING`` otherwise): the
+whole line is written, so a buyer trained where openings are free (``bilateral``) does not fail
+every opening of a regulated market. A label
 carries no decision; a small model that drops one (``Talk: [BUY] $10``, no Action line) commits
 a format violation that teaches nothing about bargaining. Everything after a label stays the
 model's: its thought, its words, its move and its price, and the budget (a buyer's bid above its
@@ -91,6 +95,9 @@ class Steer:
     fields: tuple[str, ...] | None = None
     """The labels of the reply's lines, in order, forced at each line's start under
     ``steer=protocol``; None: the model writes them."""
+    opening: str | None = None
+    """A buyer's regulated opening bid as the protocol renders it (Section 3.3's first-offer
+    regulator): its whole Action line is written, ``[BUY]`` at that price; None: no regulator."""
 
     def forced(self, reply: str) -> tuple[str, bool] | None:
         """(text to write next, whether the turn ends after it) for ``reply`` (the text so
@@ -106,6 +113,8 @@ class Steer:
             if re.fullmatch(r"Target: [0-9]", line):
                 return "\n", False
         if self.fields is not None and line.startswith("Action:"):  # " [<KIND>]", a price's " $"
+            if line == "Action:" and self.opening is not None:  # the regulator's bid, no choice
+                return f" [BUY] {self.opening}", True
             if line == "Action:":
                 return " [", False
             word = line[len("Action: [") :]
@@ -190,7 +199,9 @@ def steer_for(view: Any, steer: str = "deal") -> Steer | None:
         if steer != "protocol":
             return None
         offer = () if view.offer is None else ((1, format_price(view.offer)),)
-        return Steer(offer, fields=BUYER_FIELDS)
+        regulated = view.regulated_opening if view.opening else None
+        opening = None if regulated is None else format_price(regulated)
+        return Steer(offer, fields=BUYER_FIELDS, opening=opening)
     if not isinstance(view, SellerView):
         return None
     bids = tuple(

@@ -270,9 +270,29 @@ def test_a_sellers_protocol_replies_always_target_an_active_channel(hf) -> None:
 def test_a_buyer_is_steered_by_the_protocol_steer_only():
     config = get_preset("in-distribution")
     market = Market(config, make_scenario(config, load_catalog(), 5, 0))
-    view = market.view(market.current)  # a buyer's opening
-    assert steer_for(view, "protocol") == Steer((), fields=("Thought", "Talk", "Action"))
+    view = market.view(market.current)  # a buyer's opening, regulated in this market
+    opening = format_price(view.regulated_opening)
+    steer = Steer((), fields=("Thought", "Talk", "Action"), opening=opening)
+    assert steer_for(view, "protocol") == steer
     assert steer_for(view, "legal") is None and steer_for(view, "deal") is None
+
+
+def test_a_regulated_opening_is_written_whole_and_the_market_takes_it():
+    config = get_preset("in-distribution")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    buyer = market.current
+    view = market.view(buyer)
+    steer = steer_for(view, "protocol")
+    reply = "Thought: open low\nTalk: I can pay $0.50.\nAction:"  # what it would have bid is moot
+    written, ends = steer.forced(reply)
+    assert (written, ends) == (f" [BUY] {format_price(view.regulated_opening)}", True)
+    market.step(reply + written)
+    assert market.view(buyer).bids == {0: view.regulated_opening}  # accepted, not re-sampled
+    # After the opening the Action line is the model's again; in a free market, from the start.
+    assert steer_for(view._replace(opening=False), "protocol").opening is None
+    free = get_preset("bilateral")
+    bilateral = Market(free, make_scenario(free, load_catalog(), 5, 0))
+    assert steer_for(bilateral.view(bilateral.current), "protocol").opening is None
 
 
 def test_a_buyers_deal_is_written_at_the_sellers_standing_offer():
