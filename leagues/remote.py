@@ -34,10 +34,8 @@ from agents.backends import routed
 from leagues.train_config import TrainConfig
 from leagues.trainer import StepHook, TrainJob, train_learner
 from tournaments.pool_backend import PoolRouter
-from tournaments.ray_pool import ModelActor
+from tournaments.ray_pool import PLACEMENT_TIMEOUT_S, ModelActor
 
-PLACEMENT_TIMEOUT_S = 300
-"""How long the league waits for the cluster to place its learner actor."""
 MAX_ATTEMPTS = 3
 """Sends of one job to the learner actor before the league stops (a lost worker each time)."""
 

@@ -49,7 +49,6 @@ class PooledBackend:
         self.model = (kind, name, dict(params))
         self.key = backend_key(kind, name, params)
         self.actors = list(actors)
-        self.adapters: set[str] = set()
         self._recorder = StatsRecorder()
 
     @property
@@ -60,8 +59,9 @@ class PooledBackend:
         return f"PooledBackend(key={self.key!r}, actors={len(self.actors)})"
 
     def add_adapter(self, adapter: str) -> None:
-        """Accept an adapter folder (the actors load it when a request names it)."""
-        self.adapters.add(resolve_adapter(adapter))
+        """Check an adapter folder here, where the error is clearest; the actors load it when a
+        request names it (``ChatRequest.adapter`` travels with every request)."""
+        resolve_adapter(adapter)
 
     def actor_of(self, conversation: str | None, actors: Sequence[Any]) -> int:
         """The actor a conversation is answered by: always the same one while they all live."""

@@ -57,7 +57,8 @@ Note = Callable[[str], None]
 MAX_ATTEMPTS = 4
 """Tries of one chunk on the actors of its group before the run stops."""
 PLACEMENT_TIMEOUT_S = 300
-"""How long :meth:`ActorPool.serving` waits for the first actor of a back-end to answer."""
+"""How long the driver waits for Ray to place an actor (the first of a back-end's, for
+:meth:`ActorPool.serving`; the league's learner actor, ``leagues.remote``)."""
 
 
 def backend_key(spec: str) -> str:

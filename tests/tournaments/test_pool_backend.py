@@ -101,7 +101,9 @@ def test_adapters_reach_the_pooled_backend_through_an_adapter_view(tmp_path) -> 
     with routed(router):
         view = get_backend("openai", "m", {**MODEL[2], "lora": str(adapter)})
     assert isinstance(view, AdapterView) and isinstance(view.backend, PooledBackend)
-    assert view.backend.adapters == {str(adapter.resolve())}
+    assert view.adapter == str(adapter.resolve())  # what the agent stamps on its requests
+    with routed(router), pytest.raises(ValueError):  # a missing folder fails here, not remotely
+        get_backend("openai", "m", {**MODEL[2], "lora": str(tmp_path / "absent")})
 
 
 @pytest.mark.slow
