@@ -160,7 +160,7 @@ def test_the_handoff_league_names_the_checkpoints_the_two_recipes_train():
     seller it trains is the learning league's recipe."""
     handoff = read_toml_table(EXAMPLES / "handoff-league.toml", "league")
     learning = LeagueConfig.from_toml(EXAMPLES / "learning-league.toml")
-    buyer = LeagueConfig.from_toml(EXAMPLES / "buyer-league.toml")
+    buyer = LeagueConfig.from_toml(EXAMPLES / "handoff-buyer-league.toml")
     assert (
         handoff["learner"]
         == read_toml_table(EXAMPLES / "learning-league.toml", "league")["learner"]
