@@ -178,6 +178,25 @@ def test_the_handoff_league_names_the_checkpoints_the_two_recipes_train():
         LeagueConfig.from_toml(EXAMPLES / "handoff-league.toml")
 
 
+def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
+    """examples/handoff-buyer-league.toml is a copy of the buyer league's recipe (TOML has no
+    include): it may differ in its name, its seeds and its training clock only, so a change to
+    the buyer league that is not carried over fails here."""
+    buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
+    handoff = read_toml_table(EXAMPLES / "handoff-buyer-league.toml", "league")
+    differing = {k for k in buyer.keys() | handoff.keys() if buyer.get(k) != handoff.get(k)}
+    assert differing == {"name", "seeds", "learner"}
+    learner = {k for k in buyer["learner"].keys() | handoff["learner"].keys()
+               if buyer["learner"].get(k) != handoff["learner"].get(k)}  # fmt: skip
+    assert learner == {"train_market"}
+    assert handoff["learner"]["train_market"] == {
+        **buyer["learner"]["train_market"], "per_buyer_cap": 3, "total_turns": 3,
+    }  # fmt: skip
+    clock = LeagueConfig.from_toml(EXAMPLES / "handoff-buyer-league.toml").train_market_config()
+    three_buyers = LeagueConfig.from_toml(EXAMPLES / "coevolution-league.toml").market_config()
+    assert clock.per_buyer_cap == three_buyers.per_buyer_cap == 3
+
+
 def test_the_learning_league_trains_in_a_jittered_market_and_evaluates_in_the_preset():
     config = LeagueConfig.from_toml(EXAMPLES / "learning-league.toml")
     evaluation, training = config.market_config(), config.train_market_config()

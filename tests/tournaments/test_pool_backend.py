@@ -102,7 +102,7 @@ def test_adapters_reach_the_pooled_backend_through_an_adapter_view(tmp_path) -> 
         view = get_backend("openai", "m", {**MODEL[2], "lora": str(adapter)})
     assert isinstance(view, AdapterView) and isinstance(view.backend, PooledBackend)
     assert view.adapter == str(adapter.resolve())  # what the agent stamps on its requests
-    with routed(router), pytest.raises(ValueError):  # a missing folder fails here, not remotely
+    with routed(router), pytest.raises(ValueError, match=r"absent: no adapter_config\.json"):
         get_backend("openai", "m", {**MODEL[2], "lora": str(tmp_path / "absent")})
 
 
