@@ -66,6 +66,9 @@ TINY = "tiny"
 
 WARM_START_TALK = ("scripted", "short")
 BUYER_SEATS = ("first", "all")
+"""Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
+BUYER_CREDIT = ("seat", "side")
+"""Values of ``learner.buyer_credit``: whose reward a buyer seat's group is scored by."""
 SIDE_TRAIN_KEYS = (
     "learning_rate", "temperature", "top_p", "top_k", "beta", "epsilon", "epsilon_high",
     "loss_type", "scale_rewards", "max_grad_norm", "weight_decay", "warmup_steps",
@@ -76,7 +79,6 @@ completion length, sampler and adapter stay the league's."""
 SIDE_STEPS = "steps_per_generation"
 """The one league setting ``learner.side_train`` also takes: a side's optimizer steps per
 generation (RLlib's per-module overrides include how much each module trains)."""
-"""Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,15 @@ class LearnerConfig:
             "a buyer checkpoint is evaluated; one GRPO group per seat and scenario, the seats "
             "sharing episodes: each seat is compared only with itself, so a seat the seller "
             "courted is not averaged with one it ignored)."
+        ),
+    )
+    buyer_credit: str = field(
+        default="seat",
+        metadata=_help(
+            "With buyer_seats = all, the reward each seat's group is scored by: seat (the "
+            "seat's own; the seats compete, and in self-play the first to take the seller's "
+            "anchor wins) or side (the mean over the buyer seats, as a buyer checkpoint is "
+            "evaluated: one policy fills every seat and is credited as one team)."
         ),
     )
     lr_schedule: str = field(
@@ -270,6 +281,16 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.buyer_seats must be one of {', '.join(BUYER_SEATS)}, "
                 f"got {self.buyer_seats!r}"
+            )
+        if self.buyer_credit not in BUYER_CREDIT:
+            raise ValueError(
+                f"{where}.buyer_credit must be one of {', '.join(BUYER_CREDIT)}, "
+                f"got {self.buyer_credit!r}"
+            )
+        if self.buyer_credit == "side" and self.buyer_seats != "all":
+            raise ValueError(
+                f"{where}.buyer_credit = 'side' credits the learner with every buyer seat's "
+                "reward, so it must fill them all: set buyer_seats = 'all'"
             )
         _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
         for k, spec in enumerate(self.warm_start_specs):

@@ -191,10 +191,11 @@ def training_rows(
                 GroupRow(f"g{generation}/s{sc.index}", sc, LEARNER, (opponent,) * n, "seller")
             )
         elif seats_trained(config, side) > 1:
-            # Per-seat credit: the learner in every buyer seat, one group per seat.
+            # The learner in every buyer seat, one group per seat, credited by buyer_credit.
+            credit = config.learner.buyer_credit
             for i in range(1, n + 1):
                 key = f"g{generation}/s{sc.index}/buyer_{i}"
-                rows.append(GroupRow(key, sc, opponent, (LEARNER,) * n, f"buyer_{i}"))
+                rows.append(GroupRow(key, sc, opponent, (LEARNER,) * n, f"buyer_{i}", credit))
         else:
             # The learner takes slot 1; other buyer slots (N > 1) draw from the initial buyers.
             others = [config.buyers[sc.pool_index(i, len(config.buyers))] for i in range(1, n)]

@@ -70,6 +70,9 @@ class GroupRow:
     """Buyer spec per slot, or ``LEARNER``."""
     trained: str
     """Seat whose stream is this row's completion: ``seller`` or ``buyer_<i>``."""
+    credit: str = "seat"
+    """Whose reward scores the row: ``seat`` (the trained seat's) or ``side`` (the mean over
+    the buyer seats; ``learner.buyer_credit``)."""
 
     def __post_init__(self) -> None:
         if len(self.buyers) != self.scenario.num_buyers:
@@ -79,6 +82,11 @@ class GroupRow:
             )
         if self.seat(self.trained) != LEARNER:
             raise ValueError(f"row {self.key!r}: trained seat {self.trained} is not a learner seat")
+        if self.credit == "side" and any(b != LEARNER for b in self.buyers):
+            raise ValueError(
+                f"row {self.key!r}: side credit needs the learner in every buyer seat, "
+                f"got {self.buyers}"
+            )
 
     @property
     def players(self) -> tuple[str, ...]:
@@ -110,13 +118,17 @@ class Rollout:
     record: EpisodeRecord
     streams: dict[str, Stream]
 
-    def reward(self, seat: str) -> float | None:
-        """The verifiable reward of ``seat``; None when the episode errored (no signal)."""
+    def reward(self, seat: str, credit: str = "seat") -> float | None:
+        """The verifiable reward of ``seat``, or with ``credit = "side"`` the mean over the
+        buyer seats (the side's reward, as a buyer checkpoint in every seat is rated); None
+        when the episode errored (no signal)."""
         res = self.record.result
         if res.outcome == "error":
             return None
         if seat == SELLER:
             return res.seller_reward
+        if credit == "side":
+            return sum(res.buyer_rewards) / len(res.buyer_rewards)
         return res.buyer_rewards[buyer_index(seat)]
 
 
@@ -341,7 +353,7 @@ def _play_entries(
         out["completion_ids"].append(list(stream.completion_ids))
         out["logprobs"].append(list(stream.logprobs))
         out["env_mask"].append(list(stream.env_mask))
-        out["learner_reward"].append(rollout.reward(row.trained))
+        out["learner_reward"].append(rollout.reward(row.trained, row.credit))
         out["learner_turns"].append("\n\n".join(stream.replies))
         out["episode"].append(f"{seed}:{index}")
         for name, value in episode_metrics(rollout.record).items():

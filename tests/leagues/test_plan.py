@@ -82,6 +82,20 @@ def test_a_buyer_in_every_seat_gets_a_group_per_seat_and_scenario_within_one_ste
         buyer_in_every_seat(tmp_path, 2)
 
 
+def test_buyer_credit_reaches_every_buyer_row_and_side_credit_needs_every_seat(tmp_path):
+    config = buyer_in_every_seat(tmp_path, 3)
+    assert {r.credit for r in training_rows(config, 2, "buyer", ["scripted:prober"], [1.0])} == {
+        "seat"
+    }
+    side = dataclasses.replace(config.learner, buyer_credit="side")
+    rows = training_rows(dataclasses.replace(config, learner=side), 2, "buyer", ["x"], [1.0])
+    assert {r.credit for r in rows} == {"side"}
+    with pytest.raises(ValueError, match=r"buyer_credit = 'side' .* set buyer_seats = 'all'"):
+        dataclasses.replace(side, buyer_seats="first")
+    with pytest.raises(ValueError, match="buyer_credit must be one of seat, side, got 'team'"):
+        dataclasses.replace(side, buyer_credit="team")
+
+
 def test_a_side_with_more_steps_trains_on_more_scenarios_and_no_generation_shares_one(tmp_path):
     config = buyer_in_every_seat(tmp_path, 3)  # 2 steps a generation, 2 scenarios a step
     learner = dataclasses.replace(config.learner, side_train={"buyer": {"steps_per_generation": 5}})

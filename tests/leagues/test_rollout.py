@@ -189,6 +189,33 @@ def test_a_buyer_in_every_seat_trains_each_seat_on_its_own_stream_and_reward(
     assert len({tuple(out["prompt_ids"][k]) for k in (0, 2, 4)}) == 3
 
 
+def test_side_credit_scores_every_seat_with_the_mean_of_the_buyer_seats_rewards(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    scenario = make_scenario(MARKET, CATALOG, 0, 0)
+    seats = [f"buyer_{i}" for i in (1, 2, 3)]
+
+    def rows(credit: str) -> list[GroupRow]:
+        row = lambda seat: GroupRow(  # noqa: E731
+            f"s0/{seat}", scenario, "scripted:prober", (LEARNER,) * 3, seat, credit
+        )
+        return [row(seat) for seat in seats for _ in range(2)]
+
+    gen = policy(tok, text_policy(tok))
+    own = rollout_batch(rows("seat"), MARKET, gen, seed=1)
+    side = rollout_batch(rows("side"), MARKET, gen, seed=1)
+    assert side["completion_ids"] == own["completion_ids"]  # the same episodes, scored apart
+    for k in range(2):  # the two episodes: seats k, k + 2, k + 4
+        mean = sum(own["learner_reward"][k::2]) / 3
+        assert side["learner_reward"][k::2] == pytest.approx([mean] * 3)
+    # In one of the episodes the prober closes with one buyer: the seats' own rewards differ.
+    assert len(set(own["learner_reward"])) > 1
+    with pytest.raises(ValueError, match="side credit needs the learner in every buyer seat"):
+        GroupRow("s0", scenario, "scripted:prober", (LEARNER, "scripted:time", LEARNER),
+                 "buyer_1", "side")  # fmt: skip
+
+
 def test_an_episode_over_max_episode_tokens_errors_and_carries_no_reward(
     tiny_tokenizer, text_policy
 ):
