@@ -47,6 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     parser.add_argument("--out", type=Path, default=None, help="keep the model and logs here")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers as JSON")
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu only to check the script itself on a small model (tests/test_benchmarks.py)",
+    )
     return parser.parse_args(argv)
 
 
@@ -60,6 +66,14 @@ def require_cuda() -> None:
             f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}). "
             "Run it on a GPU machine; on CPU use benchmarks/bench_learning.py instead."
         )
+
+
+def synchronize(device: str) -> None:
+    """Wait for the GPU's queued work, so the timer reads finished work."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
 
 
 def build_model(folder: Path, layers: int, hidden: int) -> int:
@@ -103,7 +117,7 @@ def first_prompts(folder: Path, count: int) -> list[list[int]]:
     from arena.catalog import load_catalog
     from arena.config import get_preset
     from arena.scenarios import make_scenario
-    from leagues.generators import Context
+    from leagues.generators import Context, Sample
     from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
     from leagues.streams import ChatFormat
     from leagues.trainer import load_chat_tokenizer
@@ -118,8 +132,8 @@ def first_prompts(folder: Path, count: int) -> list[list[int]]:
         for i in range(count)
     ]
 
-    def stop(contexts: list[Context], seed: int) -> list[tuple[list[int], list[float]]]:
-        return [([tokenizer.eos_token_id], [0.0]) for _ in contexts]
+    def stop(contexts: list[Context], seed: int) -> list[Sample]:
+        return [Sample([tokenizer.eos_token_id], [0.0]) for _ in contexts]
 
     policy = Policy("hf:benchmark", ChatFormat(tokenizer), stop, 1, 1 << 30)
     return [r.streams["seller"].prompt_ids for r in play_rollouts(rows, market, policy, 0)]
@@ -148,18 +162,18 @@ def generation_throughput(folder: Path, args: argparse.Namespace, use_vllm: bool
         from leagues.trainer import load_chat_tokenizer
 
         tokenizer = load_chat_tokenizer(folder)
-        model = (
-            AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).cuda().eval()
-        )
+        dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+        model = model.to(args.device).eval()
         generate = HFGenerator(model, tokenizer, 1.0, 1.0, args.max_new_tokens, chunk=64)
         contexts = [Context(p, (), key) for key, p in enumerate(prompts)]
         generate(contexts[:8], 0)  # warm-up
-        torch.cuda.synchronize()
+        synchronize(args.device)
         start = time.perf_counter()
         replies = generate(contexts, 1)
-        torch.cuda.synchronize()
+        synchronize(args.device)
         seconds = time.perf_counter() - start
-        tokens = sum(len(ids) for ids, _ in replies)
+        tokens = sum(len(reply.ids) for reply in replies)
         del model
     prompt_tokens = sum(len(p) for p in prompts)
     return {
@@ -188,7 +202,7 @@ def training_throughput(folder: Path, out: Path, args: argparse.Namespace, use_v
             "per_device_train_batch_size": args.micro_batch_size,
             "gradient_accumulation_steps": args.batch_size // args.micro_batch_size,
             "max_completion_length": args.max_new_tokens,
-            "device": "cuda",
+            "device": args.device,
             "use_vllm": use_vllm,
             "vllm_mode": "colocate",
             "vllm_gpu_memory_utilization": args.gpu_memory_utilization,
@@ -231,7 +245,8 @@ def training_throughput(folder: Path, out: Path, args: argparse.Namespace, use_v
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    require_cuda()
+    if args.device == "cuda":
+        require_cuda()
     has_vllm = importlib.util.find_spec("vllm") is not None
     if args.generator == "vllm" and not has_vllm:
         sys.exit("--generator vllm needs vLLM: pip install 'bargain-arena[vllm]'")

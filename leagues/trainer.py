@@ -26,6 +26,7 @@ the same scenarios against the same opponents.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -288,9 +289,22 @@ def model_context(model: Any) -> int:
     return int(getattr(config, "max_position_embeddings", None) or 32768)
 
 
+def prompt_dataset(keys: Sequence[str]) -> Any:
+    """The trainer's dataset: one prompt per GRPO group (the rows' keys), in step order.
+
+    Its fingerprint is given (a digest of the keys), so ``datasets`` does not hash the table
+    with dill: on a GPU machine's Python 3.12 with pyarrow 26 and dill 0.4.1 that hashing raised
+    a PicklingError on pyarrow's MonthDayNano (docs/performance.md, "GPU").
+    """
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+    return Dataset(InMemoryTable.from_pydict({"prompt": list(keys)}), fingerprint=digest)
+
+
 def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
     """A GRPOTrainer for the job, with the step hook attached."""
-    from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer
 
@@ -301,7 +315,7 @@ def build_trainer(job: TrainJob, on_step: StepHook | None = None) -> Any:
     if train.use_vllm:
         check_sampler_model(job.base_model, cpu)
     model, peft_config = load_policy_model(job, device, dtype)
-    dataset = Dataset.from_dict({"prompt": [row.key for row in job.rows]})
+    dataset = prompt_dataset([row.key for row in job.rows])
 
     class StepRecorder(TrainerCallback):
         """Hands each step's logs (reward, the Section 4.1 metrics, loss, clip ratio) on."""

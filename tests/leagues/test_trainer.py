@@ -24,6 +24,7 @@ from leagues.trainer import (
     grpo_config,
     last_checkpoint,
     logging_to,
+    prompt_dataset,
     train_learner,
 )
 
@@ -95,6 +96,20 @@ def test_a_job_on_a_folder_without_a_chat_template_fails_before_training(tiny_mo
     (bare / "chat_template.jinja").unlink()
     with pytest.raises(ValueError, match="has no chat template"):
         build_trainer(seller_job(bare, tmp_path))
+
+
+def test_the_prompt_dataset_holds_the_keys_in_order_without_hashing_its_table(monkeypatch):
+    import datasets.arrow_dataset
+
+    def broken(dataset):  # what dill raised on a GPU machine's Python 3.12 (docs/performance.md)
+        raise AssertionError("datasets hashed the table")
+
+    monkeypatch.setattr(datasets.arrow_dataset, "generate_fingerprint", broken)
+    keys = ["g1/s0", "g1/s1", "g1/s0/buyer_2"]
+    dataset = prompt_dataset(keys)
+    assert dataset["prompt"] == keys and len(dataset) == 3
+    assert dataset._fingerprint == prompt_dataset(list(keys))._fingerprint
+    assert dataset._fingerprint != prompt_dataset(keys[::-1])._fingerprint
 
 
 def _moved(adapter: Path) -> float:
