@@ -109,10 +109,10 @@ class LearnerConfig:
     buyer_credit: str = field(
         default="seat",
         metadata=_help(
-            "With buyer_seats = all, the reward each seat's group is scored by: seat (the "
-            "seat's own; the seats compete, and in self-play the first to take the seller's "
-            "anchor wins) or side (the mean over the buyer seats, as a buyer checkpoint is "
-            "evaluated: one policy fills every seat and is credited as one team)."
+            "The reward a training buyer's group is scored by: seat (the seat's own; the "
+            "buyers compete) or side (the mean over every buyer seat, the learner's and the "
+            "others', as a buyer checkpoint in every seat is rated: the buyers are credited as "
+            "one team)."
         ),
     )
     lr_schedule: str = field(
@@ -286,11 +286,6 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.buyer_credit must be one of {', '.join(BUYER_CREDIT)}, "
                 f"got {self.buyer_credit!r}"
-            )
-        if self.buyer_credit == "side" and self.buyer_seats != "all":
-            raise ValueError(
-                f"{where}.buyer_credit = 'side' credits the learner with every buyer seat's "
-                "reward, so it must fill them all: set buyer_seats = 'all'"
             )
         _positive_int(where, "warm_start_episodes", self.warm_start_episodes)
         for k, spec in enumerate(self.warm_start_specs):

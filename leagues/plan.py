@@ -200,7 +200,8 @@ def training_rows(
             # The learner takes slot 1; other buyer slots (N > 1) draw from the initial buyers.
             others = [config.buyers[sc.pool_index(i, len(config.buyers))] for i in range(1, n)]
             buyers = (LEARNER, *others)
-            rows.append(GroupRow(f"g{generation}/s{sc.index}", sc, opponent, buyers, "buyer_1"))
+            key, credit = f"g{generation}/s{sc.index}", config.learner.buyer_credit
+            rows.append(GroupRow(key, sc, opponent, buyers, "buyer_1", credit))
     return rows
 
 

@@ -72,7 +72,7 @@ class GroupRow:
     """Seat whose stream is this row's completion: ``seller`` or ``buyer_<i>``."""
     credit: str = "seat"
     """Whose reward scores the row: ``seat`` (the trained seat's) or ``side`` (the mean over
-    the buyer seats; ``learner.buyer_credit``)."""
+    every buyer seat, whoever fills it; ``learner.buyer_credit``)."""
 
     def __post_init__(self) -> None:
         if len(self.buyers) != self.scenario.num_buyers:
@@ -82,11 +82,6 @@ class GroupRow:
             )
         if self.seat(self.trained) != LEARNER:
             raise ValueError(f"row {self.key!r}: trained seat {self.trained} is not a learner seat")
-        if self.credit == "side" and any(b != LEARNER for b in self.buyers):
-            raise ValueError(
-                f"row {self.key!r}: side credit needs the learner in every buyer seat, "
-                f"got {self.buyers}"
-            )
 
     @property
     def players(self) -> tuple[str, ...]:

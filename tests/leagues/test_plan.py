@@ -82,16 +82,16 @@ def test_a_buyer_in_every_seat_gets_a_group_per_seat_and_scenario_within_one_ste
         buyer_in_every_seat(tmp_path, 2)
 
 
-def test_buyer_credit_reaches_every_buyer_row_and_side_credit_needs_every_seat(tmp_path):
+def test_buyer_credit_reaches_every_buyer_row_whoever_fills_the_other_seats(tmp_path):
     config = buyer_in_every_seat(tmp_path, 3)
     assert {r.credit for r in training_rows(config, 2, "buyer", ["scripted:prober"], [1.0])} == {
         "seat"
     }
-    side = dataclasses.replace(config.learner, buyer_credit="side")
-    rows = training_rows(dataclasses.replace(config, learner=side), 2, "buyer", ["x"], [1.0])
-    assert {r.credit for r in rows} == {"side"}
-    with pytest.raises(ValueError, match=r"buyer_credit = 'side' .* set buyer_seats = 'all'"):
-        dataclasses.replace(side, buyer_seats="first")
+    for seats in ("all", "first"):  # the learner everywhere, or in slot 1 beside scripted buyers
+        side = dataclasses.replace(config.learner, buyer_credit="side", buyer_seats=seats)
+        rows = training_rows(dataclasses.replace(config, learner=side), 2, "buyer", ["x"], [1.0])
+        assert {r.credit for r in rows} == {"side"}
+    assert {r.buyers[1] for r in rows} <= set(config.buyers)
     with pytest.raises(ValueError, match="buyer_credit must be one of seat, side, got 'team'"):
         dataclasses.replace(side, buyer_credit="team")
 

@@ -211,9 +211,15 @@ def test_side_credit_scores_every_seat_with_the_mean_of_the_buyer_seats_rewards(
         assert side["learner_reward"][k::2] == pytest.approx([mean] * 3)
     # In one of the episodes the prober closes with one buyer: the seats' own rewards differ.
     assert len(set(own["learner_reward"])) > 1
-    with pytest.raises(ValueError, match="side credit needs the learner in every buyer seat"):
-        GroupRow("s0", scenario, "scripted:prober", (LEARNER, "scripted:time", LEARNER),
-                 "buyer_1", "side")  # fmt: skip
+    # Beside scripted buyers the side's reward counts theirs too: in this pair of episodes a
+    # time buyer's deal outweighs the learner's own, and side credit orders them the other way.
+    mixed = GroupRow("s0", scenario, "scripted:prober", (LEARNER, "scripted:time", "scripted:time"),
+                     "buyer_1", "side")  # fmt: skip
+    out = rollout_batch([mixed] * 2, MARKET, gen, seed=2)
+    rollouts = play_rollouts(assign_episodes([mixed] * 2)[0], MARKET, gen, seed=2)
+    rewards = [r.record.result.buyer_rewards for r in rollouts]
+    assert out["learner_reward"] == pytest.approx([sum(r) / 3 for r in rewards])
+    assert rewards[0][0] < rewards[1][0] and out["learner_reward"][0] > out["learner_reward"][1]
 
 
 def test_an_episode_over_max_episode_tokens_errors_and_carries_no_reward(
