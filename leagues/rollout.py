@@ -82,6 +82,11 @@ class GroupRow:
             )
         if self.seat(self.trained) != LEARNER:
             raise ValueError(f"row {self.key!r}: trained seat {self.trained} is not a learner seat")
+        side_on_seller = self.credit == "side" and self.trained == SELLER
+        if self.credit not in ("seat", "side") or side_on_seller:
+            raise ValueError(
+                f"row {self.key!r}: credit {self.credit!r} is not seat, or side on a buyer seat"
+            )
 
     @property
     def players(self) -> tuple[str, ...]:

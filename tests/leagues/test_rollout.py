@@ -220,6 +220,8 @@ def test_side_credit_scores_every_seat_with_the_mean_of_the_buyer_seats_rewards(
     rewards = [r.record.result.buyer_rewards for r in rollouts]
     assert out["learner_reward"] == pytest.approx([sum(r) / 3 for r in rewards])
     assert rewards[0][0] < rewards[1][0] and out["learner_reward"][0] > out["learner_reward"][1]
+    with pytest.raises(ValueError, match="credit 'side' is not seat, or side on a buyer seat"):
+        GroupRow("s0", scenario, LEARNER, ("scripted:time",) * 3, "seller", "side")
 
 
 def test_an_episode_over_max_episode_tokens_errors_and_carries_no_reward(
