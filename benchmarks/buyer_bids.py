@@ -1,0 +1,91 @@
+"""How a league's buyers bid after their opening, counted from the stored episodes.
+
+    python benchmarks/buyer_bids.py --db runs/c13-s0.db --league coevolution-seed0
+    python benchmarks/buyer_bids.py --db runs/c13-s0.db --league coevolution-seed0 \
+        --seller scripted:satisficer
+
+One line per buyer agent that filled every buyer seat against the seller (``--seller``, default
+``scripted:prober``): episodes, its replies after each seat's first message by kind, the
+malformed ones (re-sampled), the median bid over the seat's budget, the bids at or above the
+seller's cost of the product, and the deal rate and mean deal price over list. docs/training.md
+quotes it for c13 and c14 (why the trained buyers take the list price).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from arena.records import EpisodeRecord
+from leagues.state import league_records
+from tournaments.store import Store
+
+
+def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
+    """Counts over the buyers' replies after their first message (see the module docstring)."""
+    kinds: Counter[str] = Counter()
+    malformed, ratios, at_cost = 0, [], 0
+    for record in episodes:
+        opened: set[str] = set()
+        for turn in record.result.turns:
+            if not turn.agent.startswith("buyer_"):
+                continue
+            if turn.agent not in opened:  # the seat's opening (regulated), not a choice
+                if turn.valid:
+                    opened.add(turn.agent)
+                continue
+            if not turn.valid:
+                malformed += 1
+                continue
+            kinds[turn.kind or "?"] += 1
+            if turn.kind == "BUY" and turn.price is not None:
+                seat = int(turn.agent.split("_")[1]) - 1
+                product = turn.product or 0
+                ratios.append(turn.price / record.scenario.valuations[seat][product])
+                at_cost += turn.price >= record.scenario.costs[product]
+    deals = [r for r in episodes if r.result.deals]
+    over_list = [
+        d.price / r.scenario.products[d.product].list_price for r in deals for d in r.result.deals
+    ]
+    return {
+        "episodes": len(episodes),
+        "replies": dict(kinds),
+        "malformed": malformed,
+        "bid_over_budget_median": statistics.median(ratios) if ratios else None,
+        "bids_at_or_above_cost": at_cost,
+        "bids": len(ratios),
+        "deal_rate": len(deals) / len(episodes) if episodes else None,
+        "deal_price_over_list": statistics.mean(over_list) if over_list else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--league", required=True)
+    parser.add_argument("--seller", default="scripted:prober")
+    args = parser.parse_args()
+    with Store.open(args.db, read_only=True) as store:
+        records, _ = league_records(store, args.league)
+        labels = {a["spec"]: a["label"] for a in store.db.query(
+            "SELECT spec, label FROM agents WHERE role = 'buyer'")}  # fmt: skip
+    groups: dict[str, list[EpisodeRecord]] = {}
+    for record in records:
+        if record.seller == args.seller and len(set(record.buyers)) == 1:
+            groups.setdefault(record.buyers[0], []).append(record)
+    for spec, episodes in groups.items():
+        f = bid_figures(episodes)
+        median, price = f["bid_over_budget_median"], f["deal_price_over_list"]
+        print(
+            f"{labels.get(spec, spec)[:40]:40s} episodes {f['episodes']}, replies {f['replies']}, "
+            f"malformed {f['malformed']}, bid/budget median "
+            f"{'-' if median is None else f'{median:.2f}'}, bids >= cost "
+            f"{f['bids_at_or_above_cost']} of {f['bids']}, deal rate {f['deal_rate']:.2f} at "
+            f"{'-' if price is None else f'{price:.2f}'} of list"
+        )
+
+
+if __name__ == "__main__":
+    main()
