@@ -17,6 +17,9 @@ ran over (prompt + completion) per second.
 
     python benchmarks/gpu_throughput.py                      # vLLM colocate if installed
     python benchmarks/gpu_throughput.py --generator hf --steps 3 --batch-size 32
+
+``--device cpu`` runs the same code on the CPU, for checking the script on a small model (its
+test does, in CI): no GPU machine is needed to notice that a library change broke it.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--device",
         choices=("cuda", "cpu"),
         default="cuda",
-        help="cpu only to check the script itself on a small model (tests/test_benchmarks.py)",
+        help="cpu only to check the script itself on a small model (tests/benchmarks/)",
     )
     return parser.parse_args(argv)
 
