@@ -14,7 +14,8 @@ back as its adapter's path, which the pool's actors load as a LoRA request: the 
 be on storage every node sees (one machine, or a shared file system on a cluster).
 
 Faults. The actor is created with ``max_restarts=-1``: when its worker or node dies mid-training,
-Ray restarts it, and the driver sends the job again (up to ``MAX_ATTEMPTS`` times). The trainer
+Ray restarts it, and the driver sends the job again (up to ``MAX_ATTEMPTS`` losses; while Ray
+reports the actor as restarting, the driver waits, which is not a new loss). The trainer
 resumes from the last checkpoint it saved in ``job.output_dir``, as a killed local run does, and a
 replayed step replaces its stored row, so no step is lost or stored twice. The driver killed: the
 actor ends with its job, and the same command resumes the generation from that checkpoint.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,13 +133,15 @@ def train_remote(
     logs arrive; a lost worker sends the job again (it resumes from its last checkpoint). The
     rollouts' opponents of the back-ends in ``served`` play on those pool actors."""
     import ray
-    from ray.exceptions import RayActorError
+    from ray.exceptions import ActorUnavailableError, RayActorError
 
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+    losses, restarting_since = 0, None
+    while True:
         try:
             adapter = None
             for ref in learner.train.options(num_returns="streaming").remote(job, served):
                 item = ray.get(ref)
+                restarting_since = None  # the actor answers again
                 if isinstance(item, str):
                     adapter = Path(item)
                 elif isinstance(item, dict):
@@ -150,12 +154,22 @@ def train_remote(
                 raise RuntimeError(f"the learner actor ended {job.run_name} without its adapter")
             return adapter
         except RayActorError as exc:
-            if attempt == MAX_ATTEMPTS:
+            if isinstance(exc, ActorUnavailableError) and restarting_since is not None:
+                # Ray is still restarting the actor after the loss counted below: wait.
+                if time.monotonic() - restarting_since > PLACEMENT_TIMEOUT_S:
+                    raise RuntimeError(
+                        f"the learner actor did not come back in {PLACEMENT_TIMEOUT_S} s "
+                        f"training {job.run_name}: {exc}"
+                    ) from exc
+                time.sleep(1.0)
+                continue
+            losses += 1
+            if losses == MAX_ATTEMPTS:
                 raise RuntimeError(
-                    f"the learner actor was lost {attempt} times training {job.run_name}: {exc}"
+                    f"the learner actor was lost {losses} times training {job.run_name}: {exc}"
                 ) from exc
             note(
                 f"learner lost ({type(exc).__name__}): training {job.run_name} again from its "
                 "last checkpoint once Ray restarts the actor"
             )
-    raise AssertionError("unreachable")
+            restarting_since = time.monotonic()
