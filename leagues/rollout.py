@@ -44,6 +44,7 @@ from arena.game import Market
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario
 from arena.seats import SELLER, buyer_index, seat_slot
+from leagues.config import BUYER_CREDIT
 from leagues.generators import Context, Generate, Sample
 from leagues.streams import ChatFormat, Stream
 
@@ -83,7 +84,7 @@ class GroupRow:
         if self.seat(self.trained) != LEARNER:
             raise ValueError(f"row {self.key!r}: trained seat {self.trained} is not a learner seat")
         side_on_seller = self.credit == "side" and self.trained == SELLER
-        if self.credit not in ("seat", "side") or side_on_seller:
+        if self.credit not in BUYER_CREDIT or side_on_seller:
             raise ValueError(
                 f"row {self.key!r}: credit {self.credit!r} is not seat, or side on a buyer seat"
             )
