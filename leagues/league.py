@@ -57,6 +57,7 @@ from agents.backends import close_backends, open_backends
 from arena.seats import ROLES
 from leagues.colocate import check_sampler_model
 from leagues.config import LeagueConfig
+from leagues.learner_config import start_checkpoint
 from leagues.metagame import opponent_mixture, other, population
 from leagues.models import base_seed, prepare_base_model
 from leagues.plan import (
@@ -144,9 +145,25 @@ class LeagueRun:
         _, plan = generation_state(self.store, self.name, 0)
         return plan.base if plan is not None and plan.base else model_spec(self.config, self.base)
 
+    def start(self, role: str) -> tuple[Path, Path | None]:
+        """(model folder, adapter or None) the role's lineage starts from: the checkpoint
+        ``learner.start`` names for it, else the base model with a fresh adapter."""
+        spec = self.config.learner.start.get(role)
+        if spec is None:
+            return self.base, None
+        model, adapter = start_checkpoint(spec, f"league.learner.start.{role}")
+        return Path(model), None if adapter is None else Path(adapter)
+
+    def base_of(self, role: str) -> str:
+        """The spec rated as the role's ``base``: its start checkpoint, else the base model."""
+        if role in self.config.learner.start:
+            return model_spec(self.config, *self.start(role))
+        return self.base_spec
+
     def label_all(self) -> None:
-        """Short names for logs and reports: the base model and every checkpoint."""
-        self.labels[self.base_spec] = "base"
+        """Short names for logs and reports: the base model(s) and every checkpoint."""
+        for role in ROLES:
+            self.labels[self.base_of(role)] = "base"
         for _, _, plan in generations(self.store, self.name):
             for spec in plan.checkpoint.values():
                 self.labels[spec] = plan.label
@@ -158,11 +175,15 @@ class LeagueRun:
             return
         config = self.config
         roles = config.learner.roles
-        lineage = {"config_hash": league_hash(self.store, self.name), "path": str(self.base)}
         for role in roles:
-            self.store.register_agent(self.base_spec, role, "base", generation=0, step=0, **lineage)
-        sellers = list(config.sellers) + ([self.base_spec] if "seller" in roles else [])
-        buyers = [(b,) for b in config.buyers] + ([(self.base_spec,)] if "buyer" in roles else [])
+            model, adapter = self.start(role)
+            lineage = {"config_hash": league_hash(self.store, self.name),
+                       "path": str(adapter or model)}  # fmt: skip
+            self.store.register_agent(self.base_of(role), role, "base", generation=0, step=0,
+                                      **lineage)  # fmt: skip
+        sellers = list(config.sellers) + ([self.base_of("seller")] if "seller" in roles else [])
+        buyers = [(b,) for b in config.buyers]
+        buyers += [(self.base_of("buyer"),)] if "buyer" in roles else []
         self.log("generation 0: initial round-robin")
         self.play(eval_tournament(config, f"{self.name}/gen-000", sellers, buyers))
         plan = GenerationPlan(label="base", side=config.learner.side, base=self.base_spec)
@@ -205,8 +226,9 @@ class LeagueRun:
         return dataclasses.replace(plan, opponents=opponents, weights=tuple(weights))
 
     def parent(self, g: int, side: str) -> tuple[str, str | None, str]:
-        """(spec, adapter or None, label) of the side's latest checkpoint, else the base."""
-        parent = (self.base_spec, None, "base")
+        """(spec, adapter or None, label) of the side's latest checkpoint, else its start."""
+        adapter = self.start(side)[1]
+        parent = (self.base_of(side), None if adapter is None else str(adapter), "base")
         for k, _, plan in generations(self.store, self.name):
             if 0 < k < g and plan.side == side and plan.adapter:
                 parent = (next(iter(plan.checkpoint.values())), plan.adapter, plan.label)
@@ -220,7 +242,7 @@ class LeagueRun:
         train = learner.train_for(plan.side)  # the side's own settings (side_train)
         folder = self.folder / f"gen-{g:03d}-{plan.side}"
         job = TrainJob(
-            base_model=self.base,
+            base_model=self.start(plan.side)[0],
             parent_adapter=Path(plan.parent_adapter) if plan.parent_adapter else None,
             rows=tuple(rows),
             market=config.train_market_config(),
@@ -264,7 +286,8 @@ class LeagueRun:
         config = self.config
         folder = self.folder / f"gen-{g:03d}-{plan.side}"
         adapter = folder / "adapter"
-        spec = model_spec(config, self.base, adapter)
+        model = self.start(plan.side)[0]
+        spec = model_spec(config, model, adapter)
         roles = ROLES if plan.side == "self-play" else (plan.side,)
         step = config.learner.steps_through(g)
         lineage = {"generation": g, "step": step, "config_hash": league_hash(self.store, self.name)}
@@ -279,7 +302,7 @@ class LeagueRun:
             "league": self.name, "label": plan.label, "generation": g, "league_seed": config.seed,
             "base_seed": base_seed(config), "training_seed": training_seed(config, g),
             "learning_rate": config.learning_rate(g),
-            "config_hash": lineage["config_hash"], "base": str(self.base), "parent": plan.parent,
+            "config_hash": lineage["config_hash"], "base": str(model), "parent": plan.parent,
         }, indent=2))  # fmt: skip
         return dataclasses.replace(plan, adapter=str(adapter), checkpoint=checkpoint)
 
@@ -378,7 +401,7 @@ def run_league(
 
             torch.set_num_threads(config.cpu_threads)
         register_league(store, config)
-        base = prepare_base_model(config, folder, log)
+        base = prepare_base_model(config, folder, log)  # or the start's, when every side has one
         if config.learner.train.use_vllm:
             check_sampler_model(base, resolve_device(config.learner.train)[0] == "cpu")
         run = LeagueRun(config, store, folder, base, log)

@@ -13,6 +13,10 @@ training market (``train_market``: e.g. jittered prices, so that the model learn
 rather than memorise the catalogue's), and fitted in the learner's prompt style, with the
 scripted words or short ones (``warm_start_talk``). A mix of policies leaves room above the
 warm-started model for RL to find.
+
+A side may instead start from a trained checkpoint (``[league.learner.start]``: another league's
+``hf:<model>?lora=<adapter>``): its lineage trains on that model, continuing that adapter, and
+when every side has one nothing is built here.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from arena import settings
 from arena.catalog import load_catalog, split_catalog
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
-from leagues.config import TINY, LeagueConfig
+from leagues.config import LeagueConfig
+from leagues.learner_config import TINY, start_checkpoint
 from leagues.tiny import build_league_tiny_model
 from leagues.trainer import check_model_folder, load_chat_tokenizer, save_atomically
 
@@ -107,8 +112,31 @@ def resolve_model_path(config: LeagueConfig, folder: Path) -> tuple[Path, bool]:
     return folder / path, True
 
 
+def check_starts(config: LeagueConfig) -> dict[str, Path]:
+    """The model folder of each ``learner.start`` checkpoint, each model and adapter checked
+    before any work, with an error naming the key."""
+    models = {}
+    for side, spec in config.learner.start.items():
+        where = f"league.learner.start.{side}"
+        model, adapter = start_checkpoint(spec, where)
+        try:
+            models[side] = check_model_folder(model)
+        except (FileNotFoundError, ValueError) as exc:
+            raise FileNotFoundError(f"{where}: {exc}") from None
+        if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():
+            raise FileNotFoundError(
+                f"{where}: no LoRA adapter at {adapter} (no adapter_config.json); name a "
+                "checkpoint's adapter folder, e.g. runs/<league>/gen-003-<side>/adapter"
+            )
+    return models
+
+
 def prepare_base_model(config: LeagueConfig, folder: Path, log: Log) -> Path:
-    """The folder of the model generation 1 starts from: checked, built or warmed up."""
+    """The folder of the model generation 1 starts from: checked, built or warmed up; when every
+    side starts from a ``learner.start`` checkpoint, the first side's model (nothing built)."""
+    starts = check_starts(config)
+    if set(config.learner.roles) <= set(starts):
+        return starts[config.learner.roles[0]]
     path, buildable = resolve_model_path(config, folder)
     if not buildable and not (path / "config.json").is_file():
         raise FileNotFoundError(

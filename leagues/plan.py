@@ -19,7 +19,8 @@ import numpy as np
 from arena import settings
 from arena.catalog import load_catalog, split_catalog
 from arena.scenarios import Scenario, make_scenarios
-from leagues.config import LeagueConfig, LearnerConfig
+from leagues.config import LeagueConfig
+from leagues.learner_config import LearnerConfig
 from leagues.rollout import LEARNER, GroupRow
 from leagues.sampling import sample_indices
 from tournaments.config import TournamentConfig

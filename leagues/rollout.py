@@ -44,8 +44,8 @@ from arena.game import Market
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario
 from arena.seats import SELLER, buyer_index, seat_slot
-from leagues.config import BUYER_CREDIT
 from leagues.generators import Context, Generate, Sample
+from leagues.learner_config import BUYER_CREDIT
 from leagues.streams import ChatFormat, Stream
 
 LEARNER = "learner"

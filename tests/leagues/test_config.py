@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from agents.specs import parse_spec
-from leagues.config import LeagueConfig, LearnerConfig
-from leagues.models import base_folder
+from leagues.config import LeagueConfig
+from leagues.learner_config import LearnerConfig
+from leagues.models import base_folder, check_starts
 from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, TrainConfig
 from tournaments.config import read_toml_table
 
@@ -130,6 +132,60 @@ def test_a_relative_model_folder_next_to_the_toml_is_used_as_is(tmp_path):
     assert config.learner.model == str(model)
 
 
+def test_a_relative_model_path_leaving_the_toml_folder_must_name_a_model(tmp_path):
+    """Otherwise it would silently build a tiny model at that path (the hand-off's base)."""
+    text = ISSUE_CONFIG.replace("path/to/a/local/causal-lm", "../runs/bases/abc/warm-start")
+    with pytest.raises(ValueError, match=r"league\.learner\.model: no model folder at .*abc"):
+        LeagueConfig.from_toml(write(tmp_path, text))
+
+
+CHECKPOINT = "hf:runs/bases/abc/warm-start?lora=runs/buyer-seed0/gen-003-buyer/adapter"
+
+
+@pytest.mark.parametrize(
+    ("side", "start", "extra", "message"),
+    [
+        ("seller", {"buyer": CHECKPOINT}, "", r"start\.buyer: this learner trains no buyer"),
+        ("self-play", {"seller": CHECKPOINT}, "", r"start\.seller: this learner trains no"),
+        ("buyer", {"buyer": "scripted:time"}, "", r"start\.buyer: a start is a model checkpoint"),
+        ("buyer", {"buyer": CHECKPOINT}, 'warm_start = "scripted:time"',
+         r"warm_start: every side starts from"),
+    ],
+)  # fmt: skip
+def test_a_start_names_a_side_the_learner_trains_with_a_model_checkpoint(
+    side, start, extra, message
+):
+    kwargs = {"warm_start": "scripted:time"} if extra else {}
+    with pytest.raises(ValueError, match=message):
+        LearnerConfig(model="tiny", side=side, start=start, **kwargs)
+
+
+def test_a_start_checkpoint_that_is_not_there_fails_before_any_work_naming_the_key(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    spec = f"hf:{model}?lora={tmp_path / 'gone'}"
+    learner = LearnerConfig(model="tiny", side="both", start={"buyer": spec})
+    config = LeagueConfig(name="s", sellers=("scripted:prober",), buyers=("scripted:time",),
+                          learner=learner)  # fmt: skip
+    with pytest.raises(FileNotFoundError, match=r"start\.buyer: no LoRA adapter at .*gone"):
+        check_starts(config)
+    spec = f"hf:{tmp_path / 'nothing'}"
+    learner = LearnerConfig(model="tiny", side="both", start={"seller": spec})
+    config = dataclasses.replace(config, learner=learner)
+    with pytest.raises(FileNotFoundError, match=r"start\.seller: .*nothing does not exist"):
+        check_starts(config)
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "adapter_config.json").write_text("{}")
+    config = dataclasses.replace(
+        config,
+        learner=LearnerConfig(
+            model="tiny", side="buyer", start={"buyer": f"hf:{model}?lora={tmp_path / 'gone'}"}
+        ),
+    )
+    assert check_starts(config) == {"buyer": model}
+
+
 def test_the_config_hash_is_stable_and_changes_with_the_settings(tmp_path):
     one = LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG))
     two = LeagueConfig.from_toml(write(tmp_path, ISSUE_CONFIG.replace("seed = 0", "seed = 1")))
@@ -141,7 +197,8 @@ def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
     examples = Path(__file__).resolve().parents[2] / "examples"
     leagues = {}
     for path in sorted(examples.glob("*.toml")):
-        if "[league]" in path.read_text() and path.stem != "handoff-league":  # needs runs/: below
+        needs_runs = path.stem in ("handoff-league", "handoff-coevolution-league")  # below
+        if "[league]" in path.read_text() and not needs_runs:
             leagues[path.stem] = LeagueConfig.from_toml(path)
     assert {"tiny-league", "vllm-league", "learning-league", "coevolution-league"} <= set(leagues)
     train = leagues["vllm-league"].learner.train
@@ -156,14 +213,20 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def test_the_handoff_league_names_the_checkpoints_the_two_recipes_train():
     """Its opponents are the buyer and learning leagues' last checkpoints, by the paths those
-    leagues write under runs/: the bases' folders must follow the recipes' settings, and the
-    seller it trains is the learning league's recipe."""
+    leagues write under runs/: the bases' folders must follow the recipes' settings. The seller
+    it trains is the learning league's recipe from the learning league's own base (so the two
+    sellers differ only in the buyers they trained against): the warm start's settings give
+    way to that base's folder."""
     handoff = read_toml_table(EXAMPLES / "handoff-league.toml", "league")
     learning = LeagueConfig.from_toml(EXAMPLES / "learning-league.toml")
     buyer = LeagueConfig.from_toml(EXAMPLES / "handoff-buyer-league.toml")
-    assert (
-        handoff["learner"]
-        == read_toml_table(EXAMPLES / "learning-league.toml", "league")["learner"]
+    recipe = read_toml_table(EXAMPLES / "learning-league.toml", "league")["learner"]
+    base = {"model", "tiny", "base_seed"} | {k for k in recipe if k.startswith("warm_start")}
+    assert {k: v for k, v in handoff["learner"].items() if k != "model"} == {
+        k: v for k, v in recipe.items() if k not in base
+    }
+    assert handoff["learner"]["model"] == str(
+        Path("..") / "runs" / base_folder(learning, Path("runs")) / "warm-start"
     )
     for specs, recipe, side in ((handoff["sellers"], learning, "seller"),
                                 (handoff["buyers"], buyer, "buyer")):  # fmt: skip
@@ -174,8 +237,36 @@ def test_the_handoff_league_names_the_checkpoints_the_two_recipes_train():
             lora = f"runs/{recipe.name}-seed{seed}/gen-{recipe.generations:03d}-{side}/adapter"
             assert spec.params["lora"] == lora
     # Before those leagues have run, reading it says which folder is missing.
-    with pytest.raises(ValueError, match=r"no hf model folder at runs/bases/"):
+    with pytest.raises(ValueError, match=r"learner\.model: no model folder at .*runs/bases/"):
         LeagueConfig.from_toml(EXAMPLES / "handoff-league.toml")
+
+
+def test_the_handoff_coevolution_is_the_coevolution_recipe_from_the_handoffs_checkpoints():
+    """examples/handoff-coevolution-league.toml is a copy of the co-evolution recipe (TOML has
+    no include) whose lineages start from the hand-off's last seller and the hand-off buyer
+    league's last buyer: a change to the recipe that is not carried over fails here."""
+    recipe = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
+    chained = read_toml_table(EXAMPLES / "handoff-coevolution-league.toml", "league")
+    differing = {k for k in recipe.keys() | chained.keys() if recipe.get(k) != chained.get(k)}
+    assert differing == {"name", "learner"}
+    base = {"model", "tiny", "base_seed"} | {k for k in recipe["learner"] if "warm_start" in k}
+    assert {k: v for k, v in chained["learner"].items() if k not in ("model", "start")} == {
+        k: v for k, v in recipe["learner"].items() if k not in base
+    }
+    learning = LeagueConfig.from_toml(EXAMPLES / "learning-league.toml")  # the hand-off's base
+    buyer = LeagueConfig.from_toml(EXAMPLES / "handoff-buyer-league.toml")
+    for side, league, recipe_base in (
+        ("seller", "handoff", learning),
+        ("buyer", "handoff-buyer", buyer),
+    ):
+        spec = parse_spec(chained["learner"]["start"][side])
+        assert spec.name == str(
+            Path("runs") / base_folder(recipe_base, Path("runs")) / "warm-start"
+        )
+        assert spec.params["lora"] == f"runs/{league}-seed0/gen-003-{side}/adapter"
+    assert chained["learner"]["model"] == str(
+        Path("..") / parse_spec(chained["learner"]["start"]["seller"]).name
+    )
 
 
 def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():

@@ -1,12 +1,16 @@
 """The hand-off of seed 000 (Section 3.3): a buyer trained by one league sits in the buyer seats
-of another league's seller, in its training rollouts and its evaluation rounds."""
+of another league's seller, in its training rollouts and its evaluation rounds; and a
+co-evolution league's buyer lineage starts from that checkpoint (``learner.start``)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from safetensors.torch import load_file
 
+from agents.specs import parse_spec
 from leagues.config import LeagueConfig
 from leagues.league import run_league
 from tests.leagues.leagues import LEAGUE
@@ -65,3 +69,43 @@ def test_a_buyer_checkpoint_of_another_league_trains_and_rates_a_seller_in_its_b
         line.startswith("s/gen-001-seller: hf:") and "1 model load(s), 2 adapter(s)" in line
         for line in lines
     ), lines
+
+    # Co-evolution from the trained buyer: the buyer lineage starts from the checkpoint (rated
+    # as the buyer base, its adapter the first buyer generation's parent); the seller lineage
+    # from the base model.
+    adapter = parse_spec(trained).params["lora"]
+    text = LEAGUE.format(name="c", side="both", opponents="uniform")
+    text = text.replace('folder = "files"', 'folder = "coevolution"')
+    # Another league seed (the same base): a fresh adapter here would start from other weights.
+    text = text.replace("\nseed = 0", "\nseed = 1").replace(
+        'side = "both"', 'side = "both"\nbase_seed = 0'
+    )
+    text += f"\n[league.learner.start]\nbuyer = {json.dumps(trained)}\n"
+    (tmp_path / "both.toml").write_text(text)
+    config = LeagueConfig.from_toml(tmp_path / "both.toml")
+    run_league(config, tmp_path / "c.db", log=print, report=False)
+    with Store.open(tmp_path / "c.db") as store:
+        bases = dict(store.db.execute("SELECT role, spec FROM agents WHERE label = 'base'"))
+        plan = json.loads(
+            store.db.execute("SELECT plan FROM league_generations WHERE generation = 2").fetchone()[
+                0
+            ]
+        )
+    assert parse_spec(bases["buyer"]).params["lora"] == adapter
+    assert "lora=" not in bases["seller"]
+    assert plan["side"] == "buyer" and plan["parent"] == bases["buyer"]
+    assert plan["parent_adapter"] == adapter
+    # The buyer's adapter went on from the start's weights: within two Adam steps (at most a
+    # few learning rates an entry) of them, where a fresh adapter's random A matrices would be
+    # of order 0.1 away.
+    folder = tmp_path / "coevolution" / "gen-002-buyer"
+    trained_on = load_file(folder / "adapter" / "adapter_model.safetensors")
+    started = load_file(Path(adapter) / "adapter_model.safetensors")
+    assert trained_on.keys() == started.keys()
+    assert max((trained_on[k] - started[k]).abs().max().item() for k in started) < 0.01
+    fresh = load_file(
+        tmp_path / "coevolution" / "gen-001-seller" / "adapter" / "adapter_model.safetensors"
+    )
+    assert max((fresh[k] - started[k]).abs().max().item() for k in started) > 0.05
+    league = json.loads((folder / "league.json").read_text())
+    assert league["parent"] == bases["buyer"]

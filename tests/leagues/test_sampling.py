@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leagues.config import LearnerConfig
+from leagues.learner_config import LearnerConfig
 from leagues.sampling import (
     META_SOLVERS,
     STRATEGIES,
