@@ -152,7 +152,8 @@ class LeagueRun:
         if spec is None:
             return self.base, None
         model, adapter = start_checkpoint(spec, f"league.learner.start.{role}")
-        return Path(model), None if adapter is None else Path(adapter)
+        # Absolute, as the league's own checkpoints are: the stored specs name one folder.
+        return Path(model).resolve(), None if adapter is None else Path(adapter).resolve()
 
     def base_of(self, role: str) -> str:
         """The spec rated as the role's ``base``: its start checkpoint, else the base model."""
