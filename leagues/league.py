@@ -28,9 +28,11 @@ finished stage in ``league_generations`` (:mod:`leagues.state`) with the generat
 
 ``side = "both"`` alternates: odd generations train the seller lineage against the buyer
 population, even ones the buyer lineage against the seller population, each side continuing its
-own adapter. ``side = "self-play"``: one model in every seat; its seller and buyer streams are
-trained together with a baseline per role (see :mod:`leagues.rollout`), and each checkpoint is
-evaluated as a seller against the initial buyers and as a buyer against the initial sellers.
+own adapter. A side with a ``learner.start`` checkpoint trains on that checkpoint's model from
+its adapter, which is rated as the side's base. ``side = "self-play"``: one model in every
+seat; its seller and buyer streams are trained together with a baseline per role (see
+:mod:`leagues.rollout`), and each checkpoint is evaluated as a seller against the initial buyers
+and as a buyer against the initial sellers.
 
 Resumable: a killed run restarts at the first unfinished stage; training resumes from its last
 trainer checkpoint, evaluation skips stored episodes, and nothing finished is redone. One run
