@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from arena.records import EpisodeRecord
+from arena.seats import SELLER, buyer_index
 from leagues.state import league_records
 from tournaments.store import Store
 
@@ -30,7 +31,7 @@ def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
     for record in episodes:
         opened: set[str] = set()
         for turn in record.result.turns:
-            if not turn.agent.startswith("buyer_"):
+            if turn.agent == SELLER:
                 continue
             if turn.agent not in opened:  # the seat's opening (regulated), not a choice
                 if turn.valid:
@@ -41,9 +42,9 @@ def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
                 continue
             kinds[turn.kind or "?"] += 1
             if turn.kind == "BUY" and turn.price is not None:
-                seat = int(turn.agent.split("_")[1]) - 1
                 product = turn.product or 0
-                ratios.append(turn.price / record.scenario.valuations[seat][product])
+                budget = record.scenario.valuations[buyer_index(turn.agent)][product]
+                ratios.append(turn.price / budget)
                 at_cost += turn.price >= record.scenario.costs[product]
     deals = [r for r in episodes if r.result.deals]
     over_list = [

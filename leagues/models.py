@@ -120,7 +120,7 @@ def check_starts(config: LeagueConfig) -> dict[str, Path]:
         where = f"league.learner.start.{side}"
         model, adapter = start_checkpoint(spec, where)
         try:
-            models[side] = check_model_folder(model)
+            models[side] = check_model_folder(Path(model).resolve())  # as LeagueRun.start
         except (FileNotFoundError, ValueError) as exc:
             raise FileNotFoundError(f"{where}: {exc}") from None
         if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():

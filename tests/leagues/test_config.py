@@ -145,19 +145,18 @@ CHECKPOINT = "hf:runs/bases/abc/warm-start?lora=runs/buyer-seed0/gen-003-buyer/a
 @pytest.mark.parametrize(
     ("side", "start", "extra", "message"),
     [
-        ("seller", {"buyer": CHECKPOINT}, "", r"start\.buyer: this learner trains no buyer"),
-        ("self-play", {"seller": CHECKPOINT}, "", r"start\.seller: this learner trains no"),
-        ("buyer", {"buyer": "scripted:time"}, "", r"start\.buyer: a start is a model checkpoint"),
-        ("buyer", {"buyer": CHECKPOINT}, 'warm_start = "scripted:time"',
+        ("seller", {"buyer": CHECKPOINT}, {}, r"start\.buyer: this learner trains no buyer"),
+        ("self-play", {"seller": CHECKPOINT}, {}, r"start\.seller: this learner trains no"),
+        ("buyer", {"buyer": "scripted:time"}, {}, r"start\.buyer: a start is a model checkpoint"),
+        ("buyer", {"buyer": CHECKPOINT}, {"warm_start": "scripted:time"},
          r"warm_start: every side starts from"),
     ],
 )  # fmt: skip
 def test_a_start_names_a_side_the_learner_trains_with_a_model_checkpoint(
     side, start, extra, message
 ):
-    kwargs = {"warm_start": "scripted:time"} if extra else {}
     with pytest.raises(ValueError, match=message):
-        LearnerConfig(model="tiny", side=side, start=start, **kwargs)
+        LearnerConfig(model="tiny", side=side, start=start, **extra)
 
 
 def test_a_start_checkpoint_that_is_not_there_fails_before_any_work_naming_the_key(tmp_path):

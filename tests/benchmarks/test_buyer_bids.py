@@ -1,0 +1,38 @@
+"""benchmarks/buyer_bids.py counts what docs/training.md quotes (why trained buyers take the list
+price): on scripted episodes its counts agree with the records they come from."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from agents.engine import play_vs_pool
+from arena.catalog import load_catalog
+from arena.config import get_preset
+from arena.scenarios import make_scenarios
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "buyer_bids.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("buyer_bids", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_bid_counts_agree_with_the_episodes_they_are_read_from():
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, load_catalog(None), 5, 12)
+    records, _ = play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])
+    figures = load_script().bid_figures(records)
+
+    assert figures["episodes"] == 12 and figures["malformed"] == 0
+    buyer_turns = sum(1 for r in records for t in r.result.turns if t.agent != "seller")
+    openings = sum(len({t.agent for t in r.result.turns if t.agent != "seller"}) for r in records)
+    assert sum(figures["replies"].values()) == buyer_turns - openings  # the openings left out
+    assert 0 < figures["bids"] <= figures["replies"]["BUY"]
+    assert 0 <= figures["bids_at_or_above_cost"] <= figures["bids"]
+    assert figures["bid_over_budget_median"] <= 1.0  # a time buyer never bids over its budget
+    assert figures["deal_rate"] == sum(bool(r.result.deals) for r in records) / 12
+    assert figures["deal_price_over_list"] <= 1.0
