@@ -215,6 +215,13 @@ class LearnerConfig:
                 "together: the scenarios per step (train.per_device_train_batch_size x "
                 "train.gradient_accumulation_steps / train.num_generations) must be even"
             )
+        for name, example in (("side_train", "{'buyer': {'learning_rate': 5e-4}}"),
+                              ("start", "{'seller': 'hf:<model>?lora=<adapter>'}")):  # fmt: skip
+            if not isinstance(getattr(self, name), Mapping):
+                raise ValueError(
+                    f"{where}.{name} must be a table keyed by side, e.g. {example}; "
+                    f"got {getattr(self, name)!r}"
+                )
         for side, override in self.side_train.items():
             if side not in ROLES:
                 raise ValueError(

@@ -159,6 +159,13 @@ def test_a_start_names_a_side_the_learner_trains_with_a_model_checkpoint(
         LearnerConfig(model="tiny", side=side, start=start, **extra)
 
 
+@pytest.mark.parametrize("name", ["start", "side_train"])
+def test_a_per_side_setting_built_in_python_must_be_keyed_by_side(name):
+    """A bare spec or settings table (not keyed by side) is refused with the form to use."""
+    with pytest.raises(ValueError, match=rf"learner\.{name} must be a table keyed by side"):
+        LearnerConfig(model="tiny", side="both", **{name: CHECKPOINT})
+
+
 def test_a_start_checkpoint_that_is_not_there_fails_before_any_work_naming_the_key(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
