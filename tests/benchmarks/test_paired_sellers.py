@@ -1,0 +1,54 @@
+"""benchmarks/paired_sellers.py pairs what docs/training.md quotes (the hand-off's fourth
+attempt): each seller's gain over the reference is the mean difference on shared episodes."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from pathlib import Path
+
+import pytest
+
+from agents.engine import play_vs_pool
+from arena.catalog import load_catalog
+from arena.config import get_preset
+from arena.scenarios import make_scenarios
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "paired_sellers.py"
+SELLERS = ("scripted:prober", "scripted:satisficer")
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("paired_sellers", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def records():
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, load_catalog(None), 3, 16)
+    out = []
+    for seller in SELLERS:
+        out += play_vs_pool(config, scenarios, seller, ["scripted:time"])[0]
+    return out
+
+
+def test_the_gain_is_the_mean_paired_difference_and_the_reference_gains_nothing(records):
+    rows = {r["seller"]: r for r in load_script().paired_rows(records, "*prober")}
+    reward = {s: [r.result.seller_reward for r in records if r.seller == s] for s in SELLERS}
+
+    assert rows["scripted:prober"]["reward"]["gain"] == 0.0
+    satisficer = rows["scripted:satisficer"]
+    assert satisficer["episodes"] == 16
+    assert satisficer["reward"]["mean"] == pytest.approx(statistics.mean(reward[SELLERS[1]]))
+    differences = [a - b for a, b in zip(reward[SELLERS[1]], reward[SELLERS[0]], strict=True)]
+    assert satisficer["reward"]["gain"] == pytest.approx(statistics.mean(differences))
+    assert satisficer["reward"]["gain"] != 0.0  # the two sellers do differ on these scenarios
+
+
+@pytest.mark.parametrize("pattern", ["scripted:*", "hf:*"])
+def test_a_reference_must_match_exactly_one_seller(records, pattern):
+    with pytest.raises(ValueError, match=r"matches (2|0) sellers, not one"):
+        load_script().paired_rows(records, pattern)
