@@ -203,7 +203,7 @@ def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
     examples = Path(__file__).resolve().parents[2] / "examples"
     leagues = {}
     for path in sorted(examples.glob("*.toml")):
-        needs_runs = path.stem in ("handoff-league", "handoff-coevolution-league")  # below
+        needs_runs = '"../runs/' in path.read_text()  # another league's base: tested below
         if "[league]" in path.read_text() and not needs_runs:
             leagues[path.stem] = LeagueConfig.from_toml(path)
     assert {"tiny-league", "vllm-league", "learning-league", "coevolution-league"} <= set(leagues)
@@ -463,3 +463,32 @@ def test_side_settings_for_a_side_the_learner_never_trains_are_refused(tmp_path)
     text += "[league.learner.side_train.buyer]\ntemperature = 1.0\n"
     with pytest.raises(ValueError, match=r"never trains the buyer \(side = 'seller'\)"):
         LeagueConfig.from_toml(write(tmp_path, text))
+
+
+def test_the_continued_leagues_differ_only_in_the_buyers_and_the_comparison_plays_them_all():
+    """examples/handoff-continued-league.toml and its control train the learning league's last
+    seller on, against the hand-off's trained buyers or the learning league's scripted ones;
+    examples/continued-compare.toml plays the start and every seed's last checkpoint of both
+    against those trained buyers (issue 19, item 3's fourth attempt)."""
+    handoff = read_toml_table(EXAMPLES / "handoff-continued-league.toml", "league")
+    control = read_toml_table(EXAMPLES / "scripted-continued-league.toml", "league")
+    learning = LeagueConfig.from_toml(EXAMPLES / "learning-league.toml")
+    differing = {k for k in handoff.keys() | control.keys() if handoff[k] != control[k]}
+    assert differing == {"name", "buyers"}
+    trained = [s for s in read_toml_table(EXAMPLES / "handoff-league.toml", "league")["buyers"]
+               if s.startswith("hf:")]  # fmt: skip
+    assert handoff["buyers"] == trained
+    assert control["buyers"] == list(learning.buyers)
+    start = parse_spec(handoff["learner"]["start"]["seller"])
+    last = f"gen-{learning.generations:03d}-seller/adapter"
+    assert start.params["lora"] == f"runs/learning-seed0/{last}"
+    assert start.name == str(Path("runs") / base_folder(learning, Path("runs")) / "warm-start")
+    assert handoff["learner"]["model"] == str(Path("..") / start.name)
+    compare = read_toml_table(EXAMPLES / "continued-compare.toml", "tournament")
+    assert compare["buyers"] == trained and compare["split"] == "test"
+    loras = {parse_spec(s).params.get("lora") for s in compare["sellers"]}
+    last = f"gen-{handoff['generations']:03d}-seller/adapter"
+    assert loras >= {start.params["lora"]} | {
+        f"runs/{league['name']}-seed{k}/{last}" for league in (handoff, control)
+        for k in handoff["seeds"]
+    }  # fmt: skip
