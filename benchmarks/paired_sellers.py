@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.records import EpisodeRecord
-from leagues.evaluation import FIGURES, by_agent, matches, paired
+from leagues.evaluation import FIGURES, by_agent, paired, reference_of
 from tournaments.store import Store
 
 
@@ -27,17 +27,12 @@ def paired_rows(records: list[EpisodeRecord], reference: str) -> list[dict[str, 
     """Per seller (in order of first appearance) its figures paired against the one seller
     whose spec matches the shell pattern ``reference``."""
     players = by_agent(records, "seller")
-    found = [spec for spec in players if matches(spec, spec, [reference])]
-    if len(found) != 1:
-        raise ValueError(
-            f"reference {reference!r} matches {len(found)} sellers, not one; the sellers: "
-            + ", ".join(players)
-        )
+    base = players[reference_of(players, reference, "seller")]
     rows = []
     for spec, episodes in players.items():
         row: dict[str, Any] = {"seller": spec, "episodes": len(episodes)}
         for name, metric in FIGURES["seller"].items():
-            row[name] = paired(episodes, players[found[0]], metric)
+            row[name] = paired(episodes, base, metric)
         rows.append(row)
     return rows
 

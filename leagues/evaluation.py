@@ -145,12 +145,7 @@ def held_out(
         last = max((r["generation"] for r in league_ratings(store, league)), default=0)
         ratings = ratings_after(store, league, last, role)
     players = by_agent(records, role)
-    found = [spec for spec in players if matches(spec, labels.get(spec, spec), [reference])]
-    if len(found) != 1:
-        raise ValueError(
-            f"reference {reference!r} matches {len(found)} {role}s of league {league!r}, not "
-            f"one; choose one of {', '.join(sorted(labels.get(s, s) for s in players))}"
-        )
+    base = players[reference_of(players, reference, role, labels, f" of league {league!r}")]
     rows = []
     for spec, episodes in players.items():
         agent = agents.get(spec, {"label": spec, "generation": None})
@@ -161,9 +156,29 @@ def held_out(
             "rating": {k: ratings.get(spec, {}).get(k) for k in ("rating", "ci_low", "ci_high")},
         }
         for name, metric in FIGURES[role].items():
-            row[name] = paired(episodes, players[found[0]], metric)
+            row[name] = paired(episodes, base, metric)
         rows.append(row)
     return sorted(rows, key=lambda r: (r["generation"] is None, r["generation"] or 0, r["agent"]))
+
+
+def reference_of(
+    players: Mapping[str, Any],
+    reference: str,
+    role: str,
+    labels: Mapping[str, str] | None = None,
+    where: str = "",
+) -> str:
+    """The one agent of ``players`` whose spec or label matches the pattern ``reference``
+    (:func:`matches`): the agent gains are paired against. Zero or several is an error that
+    lists the choices."""
+    labels = labels or {}
+    found = [spec for spec in players if matches(spec, labels.get(spec, spec), [reference])]
+    if len(found) != 1:
+        raise ValueError(
+            f"reference {reference!r} matches {len(found)} {role}s{where}, not one; choose one "
+            f"of {', '.join(sorted(labels.get(s, s) for s in players))}"
+        )
+    return found[0]
 
 
 def coevolving(store: Store, league: str) -> bool:

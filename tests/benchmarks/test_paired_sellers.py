@@ -50,5 +50,6 @@ def test_the_gain_is_the_mean_paired_difference_and_the_reference_gains_nothing(
 
 @pytest.mark.parametrize("pattern", ["scripted:*", "hf:*"])
 def test_a_reference_must_match_exactly_one_seller(records, pattern):
-    with pytest.raises(ValueError, match=r"matches (2|0) sellers, not one"):
+    choices = "choose one of scripted:prober, scripted:satisficer"
+    with pytest.raises(ValueError, match=rf"matches (2|0) sellers, not one; {choices}"):
         load_script().paired_rows(records, pattern)
