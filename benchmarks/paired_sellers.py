@@ -10,6 +10,16 @@ standard error. Ratings come from ``arena ratings --db ... --role seller``. A to
 fixed checkpoints (e.g. two leagues' sellers against another league's buyers) has no league
 rows, so ``bench_learning.py --reference`` cannot read it; this can. docs/training.md quotes it
 for the hand-off's fourth attempt (issue 19, item 3).
+
+With ``--seeds`` and ``--mine`` it compares two sellers per seed instead, and the gains across
+seeds (``{k}`` in either pattern stands for the seed):
+
+    python benchmarks/paired_sellers.py --db runs/continued-compare.db --seeds 0,1,2,3 \
+        --mine '*handoff-continued-seed{k}/*' --reference '*scripted-continued-seed{k}/*'
+
+one line per seed (``--mine``'s reward gain over ``--reference``'s, paired), then the mean,
+the interquartile mean and the 95% bootstrap interval over the seeds
+(:func:`leagues.seeds.interval_across_runs`, as ``bench_learning.py`` reports across seeds).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from typing import Any
 
 from arena.records import EpisodeRecord
 from leagues.evaluation import FIGURES, by_agent, paired, reference_of
+from leagues.seeds import interval_across_runs
 from tournaments.store import Store
 
 
@@ -37,14 +48,45 @@ def paired_rows(records: list[EpisodeRecord], reference: str) -> list[dict[str, 
     return rows
 
 
+def paired_by_seed(
+    records: list[EpisodeRecord], mine: str, reference: str, seeds: list[int]
+) -> dict[str, Any]:
+    """For each seed ``k``, the reward of the one seller matching ``mine`` paired against the
+    one matching ``reference`` (``{k}`` in a pattern standing for the seed), and those gains
+    across the seeds (:func:`interval_across_runs`)."""
+    players = by_agent(records, "seller")
+    per_seed = []
+    for k in seeds:
+        where = f" (seed {k})"
+        a = reference_of(players, mine.replace("{k}", str(k)), "seller", where=where)
+        b = reference_of(players, reference.replace("{k}", str(k)), "seller", where=where)
+        figure = paired(players[a], players[b], FIGURES["seller"]["reward"])
+        per_seed.append({"seed": k, "seller": a, "reference": b, **figure})
+    return {"seeds": per_seed, "across_seeds": interval_across_runs([r["gain"] for r in per_seed])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--reference", required=True, help="shell pattern naming one seller spec")
+    parser.add_argument("--mine", help="with --seeds: the seller paired against --reference")
+    parser.add_argument("--seeds", help="comma-separated seeds for {k} in --mine and --reference")
     parser.add_argument("--tournament", help="only this tournament's episodes (name)")
     args = parser.parse_args()
+    if (args.mine is None) != (args.seeds is None):
+        parser.error("--mine and --seeds go together")
     with Store.open(args.db, read_only=True) as store:
         records = store.load_records(tournament=args.tournament)
+    if args.seeds is not None:
+        seeds = [int(k) for k in args.seeds.split(",")]
+        result = paired_by_seed(records, args.mine, args.reference, seeds)
+        for row in result["seeds"]:
+            print(f"seed {row['seed']}: reward gain {row['gain']:+.3f} +- {row['gain_se']:.3f}"
+                  f" over {row['n']} episodes")  # fmt: skip
+        a = result["across_seeds"]
+        print(f"across {a['n']} seeds: mean {a['mean']:+.3f}, IQM {a['iqm']:+.3f}, "
+              f"95% bootstrap [{a['ci_low']:+.3f}, {a['ci_high']:+.3f}]")  # fmt: skip
+        return
     for row in paired_rows(records, args.reference):
         cells = [
             f"{name} {f['mean']:+.3f} ({f['gain']:+.3f} +- {f['gain_se']:.3f})"

@@ -53,3 +53,34 @@ def test_a_reference_must_match_exactly_one_seller(records, pattern):
     choices = "choose one of scripted:prober, scripted:satisficer"
     with pytest.raises(ValueError, match=rf"matches (2|0) sellers, not one; {choices}"):
         load_script().paired_rows(records, pattern)
+
+
+def test_pairing_by_seed_pairs_each_seeds_two_sellers_and_intervals_the_gains(records):
+    # "Seeds" 3 and 9 name two prober settings, each paired against the satisficer.
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, load_catalog(None), 3, 16)
+    more = records + [
+        r
+        for k in (3, 9)
+        for r in play_vs_pool(
+            config, scenarios, f"scripted:prober?threshold=0.{k}", ["scripted:time"]
+        )[0]
+    ]
+    result = load_script().paired_by_seed(more, "*threshold=0.{k}", "*satisficer", [3, 9])
+
+    gains = []
+    for row, k in zip(result["seeds"], (3, 9), strict=True):
+        mine = [
+            r.result.seller_reward for r in more if r.seller == f"scripted:prober?threshold=0.{k}"
+        ]
+        base = [r.result.seller_reward for r in more if r.seller == "scripted:satisficer"]
+        gains.append(statistics.mean(a - b for a, b in zip(mine, base, strict=True)))
+        assert row["gain"] == pytest.approx(gains[-1])
+    across = result["across_seeds"]
+    assert across["n"] == 2 and across["mean"] == pytest.approx(statistics.mean(gains))
+    assert across["ci_low"] <= across["mean"] <= across["ci_high"]
+
+
+def test_pairing_by_seed_refuses_a_pattern_that_names_no_seller_for_a_seed(records):
+    with pytest.raises(ValueError, match=r"matches 0 sellers \(seed 1\), not one"):
+        load_script().paired_by_seed(records, "*prober{k}", "*satisficer", [1])
