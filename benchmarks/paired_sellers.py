@@ -75,6 +75,8 @@ def main() -> None:
     args = parser.parse_args()
     if (args.mine is None) != (args.seeds is None):
         parser.error("--mine and --seeds go together")
+    if args.seeds is not None and not all(k.strip().isdigit() for k in args.seeds.split(",")):
+        parser.error(f"--seeds {args.seeds!r}: comma-separated whole numbers, e.g. 0,1,2,3")
     with Store.open(args.db, read_only=True) as store:
         records = store.load_records(tournament=args.tournament)
     if args.seeds is not None:
@@ -82,7 +84,7 @@ def main() -> None:
         result = paired_by_seed(records, args.mine, args.reference, seeds)
         for row in result["seeds"]:
             print(f"seed {row['seed']}: reward gain {row['gain']:+.3f} +- {row['gain_se']:.3f}"
-                  f" over {row['n']} episodes")  # fmt: skip
+                  f" ({row['n']} episodes of --mine)")  # fmt: skip
         a = result["across_seeds"]
         print(f"across {a['n']} seeds: mean {a['mean']:+.3f}, IQM {a['iqm']:+.3f}, "
               f"95% bootstrap [{a['ci_low']:+.3f}, {a['ci_high']:+.3f}]")  # fmt: skip

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,13 @@ def test_pairing_by_seed_pairs_each_seeds_two_sellers_and_intervals_the_gains(re
 def test_pairing_by_seed_refuses_a_pattern_that_names_no_seller_for_a_seed(records):
     with pytest.raises(ValueError, match=r"matches 0 sellers \(seed 1\), not one"):
         load_script().paired_by_seed(records, "*prober{k}", "*satisficer", [1])
+
+
+def test_the_command_line_refuses_seeds_that_are_not_numbers(tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--db", str(tmp_path / "none.db"), "--reference", "*{k}",
+         "--mine", "*{k}", "--seeds", "0,one"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert "--seeds '0,one': comma-separated whole numbers" in run.stderr
