@@ -65,23 +65,29 @@ def paired_by_seed(
     return {"seeds": per_seed, "across_seeds": interval_across_runs([r["gain"] for r in per_seed])}
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: comma-separated whole numbers."""
+    if not all(k.strip().isdigit() for k in text.split(",")):
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated whole numbers, e.g. 0,1,2,3")
+    return [int(k) for k in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--reference", required=True, help="shell pattern naming one seller spec")
     parser.add_argument("--mine", help="with --seeds: the seller paired against --reference")
-    parser.add_argument("--seeds", help="comma-separated seeds for {k} in --mine and --reference")
+    parser.add_argument(
+        "--seeds", type=seed_list, help="comma-separated seeds for {k} in --mine and --reference"
+    )
     parser.add_argument("--tournament", help="only this tournament's episodes (name)")
     args = parser.parse_args()
     if (args.mine is None) != (args.seeds is None):
         parser.error("--mine and --seeds go together")
-    if args.seeds is not None and not all(k.strip().isdigit() for k in args.seeds.split(",")):
-        parser.error(f"--seeds {args.seeds!r}: comma-separated whole numbers, e.g. 0,1,2,3")
     with Store.open(args.db, read_only=True) as store:
         records = store.load_records(tournament=args.tournament)
     if args.seeds is not None:
-        seeds = [int(k) for k in args.seeds.split(",")]
-        result = paired_by_seed(records, args.mine, args.reference, seeds)
+        result = paired_by_seed(records, args.mine, args.reference, args.seeds)
         for row in result["seeds"]:
             print(f"seed {row['seed']}: reward gain {row['gain']:+.3f} +- {row['gain_se']:.3f}"
                   f" ({row['n']} episodes of --mine)")  # fmt: skip
