@@ -224,7 +224,8 @@ class LeagueRun:
             f"{self.labels.get(m.spec, m.spec)}={w:.2f}"
             for m, w in zip(members, weights, strict=True)
         )
-        self.log(f"generation {g} ({plan.side}): {self.config.learner.opponents} mixture {shown}")
+        solver = self.config.learner.opponents_for(plan.side)
+        self.log(f"generation {g} ({plan.side}): {solver} mixture {shown}")
         opponents = tuple(m.spec for m in members)
         return dataclasses.replace(plan, opponents=opponents, weights=tuple(weights))
 

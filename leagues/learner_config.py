@@ -39,9 +39,10 @@ SIDE_TRAIN_KEYS = (
 )  # fmt: skip
 """``learner.side_train`` keys: TRL's optimisation and sampling settings; the batch shape,
 completion length, sampler and adapter stay the league's."""
-SIDE_STEPS = "steps_per_generation"
-"""The one league setting ``learner.side_train`` also takes: a side's optimizer steps per
-generation (RLlib's per-module overrides include how much each module trains)."""
+SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents")
+"""The league settings ``learner.side_train`` also takes: a side's optimizer steps per generation
+and the meta-solver its training opponents are drawn by (RLlib's per-module overrides include how
+much each module trains and against which policies)."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,8 @@ class LearnerConfig:
         metadata=_help(
             "Training settings of one side that differ from [league.learner.train] (RLlib's "
             "per-module overrides), by side: [league.learner.side_train.buyer] learning_rate = "
-            "5e-4, temperature = 1.0, steps_per_generation = 12. Keys: "
-            + ", ".join((*SIDE_TRAIN_KEYS, SIDE_STEPS))
+            "5e-4, temperature = 1.0, steps_per_generation = 12, opponents = 'nash'. Keys: "
+            + ", ".join((*SIDE_TRAIN_KEYS, *SIDE_LEAGUE_KEYS))
             + " (what shapes a step or a checkpoint stays the league's)."
         ),
     )
@@ -240,17 +241,23 @@ class LearnerConfig:
             if not isinstance(override, Mapping):
                 raise ValueError(f"{where}.side_train.{side} must be a table of settings")
             for key in override:
-                if key not in (*SIDE_TRAIN_KEYS, SIDE_STEPS):
+                if key not in (*SIDE_TRAIN_KEYS, *SIDE_LEAGUE_KEYS):
                     raise ValueError(
                         f"{where}.side_train.{side}.{key}: not a per-side setting; one of "
-                        f"{', '.join((*SIDE_TRAIN_KEYS, SIDE_STEPS))} (set the others in "
+                        f"{', '.join((*SIDE_TRAIN_KEYS, *SIDE_LEAGUE_KEYS))} (set the others in "
                         "[league.learner.train])"
                     )
-            steps = override.get(SIDE_STEPS, 1)
+            steps = override.get("steps_per_generation", 1)
             if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
                 raise ValueError(
-                    f"{where}.side_train.{side}.{SIDE_STEPS} must be a whole number >= 1, "
-                    f"got {steps!r}"
+                    f"{where}.side_train.{side}.steps_per_generation must be a whole number "
+                    f">= 1, got {steps!r}"
+                )
+            solver = override.get("opponents", self.opponents)
+            if solver not in META_SOLVERS:
+                raise ValueError(
+                    f"{where}.side_train.{side}.opponents must be one of "
+                    f"{', '.join(META_SOLVERS)}, got {solver!r}"
                 )
             rate = override.get("learning_rate", 1.0)
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
@@ -320,7 +327,9 @@ class LearnerConfig:
 
     def train_for(self, side: str) -> TrainConfig:
         """The training settings of ``side``: ``train`` with ``side_train[side]`` on top."""
-        override = {k: v for k, v in self.side_train.get(side, {}).items() if k != SIDE_STEPS}
+        override = {
+            k: v for k, v in self.side_train.get(side, {}).items() if k not in SIDE_LEAGUE_KEYS
+        }
         if not override:
             return self.train
         return dataclasses.replace(self.train, grpo={**self.train.grpo, **override})
@@ -328,7 +337,14 @@ class LearnerConfig:
     def steps_for(self, side: str) -> int:
         """Optimizer steps of a generation that trains ``side``: its ``side_train`` value,
         else ``steps_per_generation``."""
-        return int(self.side_train.get(side, {}).get(SIDE_STEPS, self.steps_per_generation))
+        return int(
+            self.side_train.get(side, {}).get("steps_per_generation", self.steps_per_generation)
+        )
+
+    def opponents_for(self, side: str) -> str:
+        """The meta-solver that draws ``side``'s training opponents: its ``side_train`` value,
+        else ``opponents``."""
+        return str(self.side_train.get(side, {}).get("opponents", self.opponents))
 
     @property
     def most_steps(self) -> int:

@@ -130,5 +130,5 @@ def opponent_mixture(
     game = PayoffTable.of_league(store, config.name).meta_game(
         side, learner, own, [m.spec for m in opponents]
     )
-    weights = META_SOLVERS[config.learner.opponents](game)
+    weights = META_SOLVERS[config.learner.opponents_for(side)](game)
     return opponents, [float(w) for w in weights]

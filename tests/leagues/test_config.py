@@ -450,6 +450,7 @@ def test_a_side_trains_with_its_own_settings_and_the_other_with_the_leagues(tmp_
         ("buyer]\nlearning_rate = 0", r"side_train.buyer.learning_rate must be a positive"),
         ("buyer]\nsteps_per_generation = 0", r"steps_per_generation must be a whole number >= 1"),
         ("seller]\nsteps_per_generation = 2.5", r"whole number >= 1, got 2.5"),
+        ("seller]\nopponents = 'best'", r"side_train.seller.opponents must be one of .*'best'"),
         ("auctioneer]\ntemperature = 1.0", r"a side is seller or buyer, got 'auctioneer'"),
     ],
 )

@@ -3,6 +3,7 @@ records, and the meta-solver's opponent mixture over the other side's population
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -60,4 +61,22 @@ def test_the_mixture_is_the_meta_solvers_over_the_other_sides_population(tmp_pat
     rates = [table.win_rate("seller", "scripted:prober", b) for b in config.buyers]
     expected = np.array([(1 - r) ** 2 for r in rates])
     np.testing.assert_allclose(weights, expected / expected.sum())  # pfsp, the config's
+    store.close()
+
+
+def test_a_side_draws_its_opponents_by_its_own_meta_solver_and_the_other_by_the_leagues(tmp_path):
+    store, config = scripted_store(tmp_path)
+    learner = dataclasses.replace(
+        config.learner, side="both", side_train={"seller": {"opponents": "uniform"}}
+    )
+    config = dataclasses.replace(config, learner=learner)
+    assert (learner.opponents_for("seller"), learner.opponents_for("buyer")) == ("uniform", "pfsp")
+    _, seller_weights = opponent_mixture(store, config, "seller", "scripted:prober")
+    np.testing.assert_allclose(seller_weights, [1 / len(config.buyers)] * len(config.buyers))
+    table = PayoffTable.of_league(store, config.name)
+    buyer = config.buyers[0]
+    _, buyer_weights = opponent_mixture(store, config, "buyer", buyer)
+    expected = np.array([(1 - table.win_rate("buyer", buyer, s)) ** 2 for s in config.sellers])
+    assert not np.allclose(expected / expected.sum(), 1 / len(config.sellers))  # not uniform
+    np.testing.assert_allclose(buyer_weights, expected / expected.sum())  # pfsp, the league's
     store.close()
