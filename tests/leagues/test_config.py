@@ -496,27 +496,31 @@ def test_the_continued_leagues_differ_only_in_the_buyers_and_the_comparison_play
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("start", [1, 2])
 @pytest.mark.parametrize("kind", ["handoff", "scripted"])
-def test_the_continued_leagues_from_the_other_start_change_the_start_and_nothing_it_trains(kind):
-    """examples/<kind>-continued-from1-league.toml is <kind>-continued-league.toml started from
-    the learning league's gen-3 seller of seed 1 (its reference seller swapped to seed 0's), and
-    examples/continued-compare-from1.toml plays its checkpoints as continued-compare.toml does."""
+def test_the_continued_leagues_from_another_start_change_the_start_and_nothing_it_trains(
+    kind, start
+):
+    """examples/<kind>-continued-from<n>-league.toml is <kind>-continued-league.toml started from
+    the learning league's gen-3 seller of seed n (its reference seller seed 0's), and
+    examples/continued-compare-from<n>.toml plays its checkpoints as continued-compare.toml does."""
     first = read_toml_table(EXAMPLES / f"{kind}-continued-league.toml", "league")
-    other = read_toml_table(EXAMPLES / f"{kind}-continued-from1-league.toml", "league")
+    other = read_toml_table(EXAMPLES / f"{kind}-continued-from{start}-league.toml", "league")
     differing = {k for k in first.keys() | other.keys() if first.get(k) != other.get(k)}
     assert differing == {"name", "seeds", "sellers", "learner"}
-    assert other["name"] == f"{first['name']}-from1"
+    assert other["name"] == f"{first['name']}-from{start}"
     assert {**other["learner"], "start": first["learner"]["start"]} == first["learner"]
-    swap = {"learning-seed0": "learning-seed1", "learning-seed1": "learning-seed0"}
+    moved = {"learning-seed0": f"learning-seed{start}", "learning-seed1": "learning-seed0"}
     for old, new in ((first["learner"]["start"]["seller"], other["learner"]["start"]["seller"]),
                      (first["sellers"][0], other["sellers"][0])):  # fmt: skip
-        assert new == re.sub("learning-seed[01]", lambda m: swap[m.group()], old)
+        assert new == re.sub("learning-seed[01]", lambda m: moved[m.group()], old)
     compare = read_toml_table(EXAMPLES / "continued-compare.toml", "tournament")
-    again = read_toml_table(EXAMPLES / "continued-compare-from1.toml", "tournament")
+    again = read_toml_table(EXAMPLES / f"continued-compare-from{start}.toml", "tournament")
     assert {k: v for k, v in again.items() if k not in ("name", "sellers")} == {
         k: v for k, v in compare.items() if k not in ("name", "sellers")
     }
     loras = {parse_spec(s).params.get("lora") for s in again["sellers"]}
     last = f"gen-{other['generations']:03d}-seller/adapter"
-    start = parse_spec(other["learner"]["start"]["seller"]).params["lora"]
-    assert loras >= {start} | {f"runs/{other['name']}-seed{k}/{last}" for k in other["seeds"]}
+    begin = parse_spec(other["learner"]["start"]["seller"]).params["lora"]
+    assert begin.startswith(f"runs/learning-seed{start}/")
+    assert loras >= {begin} | {f"runs/{other['name']}-seed{k}/{last}" for k in other["seeds"]}
