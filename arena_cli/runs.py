@@ -75,19 +75,20 @@ def league_run(
 ) -> None:
     """Run (or resume) a league: train, evaluate, rate, repeat (per seed)."""
 
-    def run() -> list[LeagueSummary]:
+    def run() -> tuple[LeagueConfig, list[LeagueSummary]]:
         config = LeagueConfig.from_toml(config_path)
         if ray_address:
             config = dataclasses.replace(config, executor="ray", ray_address=ray_address)
         chosen = None if seeds is None else parse_seeds(seeds)
-        return run_seeds(config, _database(db, config.name), chosen)
+        return config, run_seeds(config, _database(db, config.name), chosen)
 
-    summaries = guard(run)
+    config, summaries = guard(run)
     for summary in summaries:
         console.print(summary)
-    if len(summaries) > 1:
-        path = Path(summaries[0].db_path)
-        console.print(guard(lambda: seeds_table(path, [s.name for s in summaries])))
+    if len(summaries) > 1:  # each side the learner trains: a buyer league's gains are a buyer's
+        path, names = Path(summaries[0].db_path), [s.name for s in summaries]
+        for role in config.learner.roles:
+            console.print(guard(lambda role=role: seeds_table(path, names, role)))
 
 
 def parse_seeds(text: str) -> list[int]:

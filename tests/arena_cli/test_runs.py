@@ -117,6 +117,23 @@ def test_a_second_run_on_a_database_in_use_stops_at_once_naming_the_first(
     assert stored_episodes(db) == before + 12
 
 
+@pytest.mark.slow
+def test_league_run_of_a_buyer_league_over_seeds_sums_up_the_buyers_gains(tmp_path) -> None:
+    """It used to end a finished multi-seed buyer league with an error: the table across the
+    seeds looked for the base among the sellers."""
+    from tests.leagues.leagues import league_config
+
+    text = league_config(tmp_path, "bl", side="buyer").read_text()
+    text = text.replace("\ngenerations = 2", "\ngenerations = 1")
+    text = text.replace("steps_per_generation = 2", "steps_per_generation = 1\nbase_seed = 0")
+    config = write(tmp_path / "bl.toml", text)
+    result = arena("league", "run", str(config), "--db", str(tmp_path / "bl.db"), "--seeds", "0,1")
+    assert result.exit_code == 0, result.output
+    assert "buyer learning across 2 seeds" in result.output
+    assert "seller learning across" not in result.output  # a buyer league trains no seller
+    assert "gain across seeds" in result.output and "error" not in result.output
+
+
 def test_league_run_seeds_runs_the_recipe_once_per_seed(tmp_path, monkeypatch) -> None:
     import arena_cli.runs as runs
 
