@@ -39,6 +39,7 @@ from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
 from leagues.config import LeagueConfig
 from leagues.learner_config import TINY, start_checkpoint
+from leagues.numerics import check_numerics, record_numerics
 from leagues.tiny import build_league_tiny_model
 from leagues.trainer import check_model_folder, load_chat_tokenizer, save_atomically
 
@@ -175,6 +176,7 @@ def _build_tiny(config: LeagueConfig, path: Path, log: Log) -> None:
     """Build the project's tiny model at ``path`` (the tiny spec, or a relative model folder
     that does not exist), unless it is there."""
     if (path / "config.json").is_file():
+        check_numerics(path, log)
         return
     tiny = config.learner.tiny
     if config.learner.train.use_vllm and tiny.hidden // tiny.heads < VLLM_MIN_HEAD_SIZE:
@@ -183,7 +185,12 @@ def _build_tiny(config: LeagueConfig, path: Path, log: Log) -> None:
         log(f"use_vllm: the tiny model gets {tiny.heads} heads (head size >= 32 for vLLM)")
     log(f"building the project's tiny model at {path}")
     seed = base_seed(config)
-    save_atomically(path, lambda tmp: build_league_tiny_model(tmp, tiny, seed, log))
+
+    def write(folder: Path) -> None:
+        build_league_tiny_model(folder, tiny, seed, log)
+        record_numerics(folder)
+
+    save_atomically(path, write)
 
 
 def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
@@ -211,6 +218,7 @@ def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
 def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
     """Fit ``base`` on the warm-start agents' transcripts into ``out`` (once; reused after)."""
     if (out / "config.json").is_file():
+        check_numerics(out, log)
         return out
 
     learner = config.learner
@@ -238,5 +246,6 @@ def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
             talk=learner.warm_start_talk,
             log=log,
         )
+        record_numerics(folder)
 
     return save_atomically(out, write)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from leagues.config import LeagueConfig
-from leagues.models import base_folder, building, tiny_model_folder
+from leagues.models import base_folder, building, prepare_base_model, tiny_model_folder
+from leagues.numerics import COMPARED, NUMERICS_FILE, numeric_environment, numerics_differ
 from leagues.trainer import save_atomically
 
 from .leagues import league_config
@@ -81,3 +85,25 @@ def test_a_second_builder_of_a_shared_base_waits_for_the_first_and_finds_it_buil
     for builder in builders:
         builder.join(10)
     assert found == [True]
+
+
+@pytest.mark.slow
+def test_a_built_base_records_its_numerics_and_its_reuse_elsewhere_is_noted(tmp_path):
+    seller, _, _ = _recipes(tmp_path)
+    tiny = dataclasses.replace(seller.learner.tiny, copy_pretrain_steps=0)
+    config = dataclasses.replace(
+        seller, learner=dataclasses.replace(seller.learner, warm_start="", tiny=tiny)
+    )
+    folder, lines = tmp_path / "files" / "sell", []
+    path = prepare_base_model(config, folder, lines.append)
+    recorded = json.loads((path / NUMERICS_FILE).read_text())
+    assert recorded == numeric_environment() and set(COMPARED) <= set(recorded)
+    assert prepare_base_model(config, folder, lines.append) == path
+    assert not [line for line in lines if line.startswith("note:")]  # built here: no note
+    (path / NUMERICS_FILE).write_text(json.dumps({**recorded, "cpu_capability": "VSX"}))
+    prepare_base_model(config, folder, lines.append)
+    notes = [line for line in lines if line.startswith("note:")]
+    assert len(notes) == 1 and "cpu_capability 'VSX' then" in notes[0]
+    assert "torch" not in notes[0].split("(", 1)[1]  # only what differs is named
+    (path / NUMERICS_FILE).unlink()  # a base built before the record: nothing to compare
+    assert numerics_differ(path) == {}
