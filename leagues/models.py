@@ -136,6 +136,8 @@ def prepare_base_model(config: LeagueConfig, folder: Path, log: Log) -> Path:
     """The folder of the model generation 1 starts from: checked, built or warmed up; when every
     side starts from a ``learner.start`` checkpoint, the first side's model (nothing built)."""
     starts = check_starts(config)
+    for model in dict.fromkeys(starts.values()):
+        check_numerics(model, log)  # another league's base, perhaps built on another machine
     if set(config.learner.roles) <= set(starts):
         return starts[config.learner.roles[0]]
     path, buildable = resolve_model_path(config, folder)
