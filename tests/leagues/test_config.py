@@ -276,6 +276,33 @@ def test_the_handoff_coevolution_is_the_coevolution_recipe_from_the_handoffs_che
     )
 
 
+def test_the_nash_coevolution_is_the_handoff_coevolution_with_c17_to_c20s_changes_only():
+    """examples/handoff-coevolution-nash-league.toml is handoff-coevolution-league.toml with the
+    changes docs/training.md measures one by one (c17-c20) and nothing else: the buyer's rate
+    halved, the hand-off buyers as fixed entries, the seller's 15 steps against the Nash mixture,
+    its start the learning league's seller, 96 held-out episodes."""
+    chained = read_toml_table(EXAMPLES / "handoff-coevolution-league.toml", "league")
+    nash = read_toml_table(EXAMPLES / "handoff-coevolution-nash-league.toml", "league")
+    differing = {k for k in chained.keys() | nash.keys() if chained.get(k) != nash.get(k)}
+    assert differing == {"name", "buyers", "learner"}
+    assert nash["buyers"][:2] == chained["buyers"]
+    assert (
+        nash["buyers"][2:]
+        == read_toml_table(EXAMPLES / "handoff-continued-league.toml", "league")["buyers"]
+    )  # the two hand-off buyers
+    learner, before = nash["learner"], chained["learner"]
+    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    assert changed == {"eval_episodes", "start", "side_train"}
+    assert (before["eval_episodes"], learner["eval_episodes"]) == (48, 96)
+    assert learner["start"] == {
+        **before["start"],
+        "seller": before["start"]["seller"].replace("handoff-seed0", "learning-seed0"),
+    }
+    side, was = learner["side_train"], before["side_train"]
+    assert side["buyer"] == {**was["buyer"], "learning_rate": was["buyer"]["learning_rate"] / 2}
+    assert side["seller"] == {**was["seller"], "steps_per_generation": 15, "opponents": "nash"}
+
+
 def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
     """examples/handoff-buyer-league.toml is a copy of the buyer league's recipe (TOML has no
     include): it may differ in its name, its seeds and its training clock only, so a change to
