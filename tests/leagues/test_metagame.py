@@ -74,6 +74,9 @@ def test_a_side_draws_its_opponents_by_its_own_meta_solver_and_the_other_by_the_
     _, seller_weights = opponent_mixture(store, config, "seller", "scripted:prober")
     np.testing.assert_allclose(seller_weights, [1 / len(config.buyers)] * len(config.buyers))
     table = PayoffTable.of_league(store, config.name)
+    league_rates = [table.win_rate("seller", "scripted:prober", b) for b in config.buyers]
+    league_mix = np.array([(1 - r) ** 2 for r in league_rates])
+    assert not np.allclose(league_mix / league_mix.sum(), seller_weights)  # the override mattered
     buyer = config.buyers[0]
     _, buyer_weights = opponent_mixture(store, config, "buyer", buyer)
     expected = np.array([(1 - table.win_rate("buyer", buyer, s)) ** 2 for s in config.sellers])
