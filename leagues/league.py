@@ -225,6 +225,9 @@ class LeagueRun:
             for m, w in zip(members, weights, strict=True)
         )
         solver = self.config.learner.opponents_for(plan.side)
+        explore = self.config.learner.opponents_explore_for(plan.side)
+        if explore:
+            solver = f"{solver} (explore {explore:.2f})"
         self.log(f"generation {g} ({plan.side}): {solver} mixture {shown}")
         opponents = tuple(m.spec for m in members)
         return dataclasses.replace(plan, opponents=opponents, weights=tuple(weights))

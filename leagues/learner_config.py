@@ -39,10 +39,10 @@ SIDE_TRAIN_KEYS = (
 )  # fmt: skip
 """``learner.side_train`` keys: TRL's optimisation and sampling settings; the batch shape,
 completion length, sampler and adapter stay the league's."""
-SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents")
+SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents", "opponents_explore")
 """The league settings ``learner.side_train`` also takes: a side's optimizer steps per generation
-and the meta-solver its training opponents are drawn by (RLlib's per-module overrides include how
-much each module trains and against which policies)."""
+and the meta-solver its training opponents are drawn by, with its exploration share (RLlib's
+per-module overrides include how much each module trains and against which policies)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,15 @@ class LearnerConfig:
     )
     opponents: str = field(
         default="pfsp", metadata=_help("Opponent sampling: uniform, latest, pfsp or nash.")
+    )
+    opponents_explore: float = field(
+        default=0.0,
+        metadata=_help(
+            "Share of the opponent mixture spread evenly over the whole opponent population, "
+            "the rest drawn by the meta-solver (PSRO's exploration): 0 keeps the solver's "
+            "mixture, 1 is uniform; every opponent gets at least opponents_explore / n, so "
+            "nash cannot put all its weight on one opponent."
+        ),
     )
     eval_episodes: int = field(
         default=64, metadata=_help("Evaluation episodes per (checkpoint, opponent) pairing.")
@@ -199,6 +208,7 @@ class LearnerConfig:
                 f"{where}.opponents must be one of {', '.join(META_SOLVERS)}, "
                 f"got {self.opponents!r}"
             )
+        _explore_share(f"{where}.opponents_explore", self.opponents_explore)
         for name in (
             "steps_per_generation",
             "eval_episodes",
@@ -259,6 +269,10 @@ class LearnerConfig:
                     f"{where}.side_train.{side}.opponents must be one of "
                     f"{', '.join(META_SOLVERS)}, got {solver!r}"
                 )
+            _explore_share(
+                f"{where}.side_train.{side}.opponents_explore",
+                override.get("opponents_explore", self.opponents_explore),
+            )
             rate = override.get("learning_rate", 1.0)
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
                 raise ValueError(
@@ -346,6 +360,11 @@ class LearnerConfig:
         else ``opponents``."""
         return str(self.side_train.get(side, {}).get("opponents", self.opponents))
 
+    def opponents_explore_for(self, side: str) -> float:
+        """The exploration share of ``side``'s opponent mixture: its ``side_train`` value, else
+        ``opponents_explore``."""
+        return float(self.side_train.get(side, {}).get("opponents_explore", self.opponents_explore))
+
     @property
     def most_steps(self) -> int:
         """The most steps any generation takes: the stride of the generations' scenario
@@ -382,3 +401,12 @@ def start_checkpoint(spec: Any, where: str) -> tuple[str, str | None]:
             f"{where}: a start is a model checkpoint (hf:<model>?lora=<adapter>), got {spec!r}"
         )
     return parsed.name, parsed.params.get("lora") or None
+
+
+def _explore_share(where: str, value: Any) -> None:
+    """An exploration share is a number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(
+            f"{where} must be a number from 0 (the meta-solver's mixture) to 1 (uniform), "
+            f"got {value!r}"
+        )

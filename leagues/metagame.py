@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from leagues.config import LeagueConfig
-from leagues.sampling import META_SOLVERS, MetaGame
+from leagues.sampling import META_SOLVERS, MetaGame, with_exploration
 from leagues.state import finished, generations, league_tournaments
 from tournaments.store import PayoffSums, Store
 
@@ -124,11 +124,13 @@ class PayoffTable:
 def opponent_mixture(
     store: Store, config: LeagueConfig, side: str, learner: str
 ) -> tuple[list[Member], list[float]]:
-    """The other side's population and the meta-strategy to draw training opponents from."""
+    """The other side's population and the meta-strategy to draw training opponents from: the
+    side's meta-solver, with the side's exploration share spread evenly."""
     opponents = population(store, config, other(side))
     own = [m.spec for m in population(store, config, side)]
     game = PayoffTable.of_league(store, config.name).meta_game(
         side, learner, own, [m.spec for m in opponents]
     )
     weights = META_SOLVERS[config.learner.opponents_for(side)](game)
+    weights = with_exploration(weights, config.learner.opponents_explore_for(side))
     return opponents, [float(w) for w in weights]

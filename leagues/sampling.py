@@ -25,6 +25,11 @@ side maximises ``A`` and the opponent side minimises it, by fictitious play (Bro
 converges in zero-sum games (Robinson 1951). The opponent mixture it returns is the one that holds
 the best learner-side agent to the lowest payoff: the robust set of opponents to train against.
 The opponents' own rewards do not enter; ``docs/training.md`` discusses the choice.
+
+On a general-sum game that zero-sum reading can put all weight on an opponent that holds the
+learner low by not trading at all, from which there is little to learn. :func:`with_exploration`
+mixes a share of uniform into any solver's mixture (PSRO's exploration floor), so every opponent
+keeps a minimum weight (``[league.learner] opponents_explore``).
 """
 
 from __future__ import annotations
@@ -73,6 +78,17 @@ def pfsp_weights(win_rates: Sequence[float], power: float = 2.0) -> np.ndarray:
     if total <= 0.0:
         return uniform_weights(rates.size)
     return weights / total
+
+
+def with_exploration(weights: np.ndarray, share: float) -> np.ndarray:
+    """``(1 - share) * weights + share / n``: a meta-solver's mixture with ``share`` of it spread
+    evenly, so each of the ``n`` opponents has weight at least ``share / n``."""
+    probabilities = np.asarray(weights, dtype=float)
+    if probabilities.ndim != 1 or probabilities.size == 0:
+        raise ValueError("weights must be a non-empty flat vector")
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"the exploration share must lie in [0, 1], got {share}")
+    return (1.0 - share) * probabilities + share / probabilities.size
 
 
 def fictitious_play(payoff: np.ndarray, iterations: int = 2000) -> tuple[np.ndarray, np.ndarray]:
