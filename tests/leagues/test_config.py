@@ -303,6 +303,22 @@ def test_the_nash_coevolution_is_the_handoff_coevolution_with_c17_to_c20s_change
     assert side["seller"] == {**was["seller"], "steps_per_generation": 15, "opponents": "nash"}
 
 
+def test_the_explore_coevolution_is_the_nash_coevolution_with_the_sellers_floor_only():
+    """examples/handoff-coevolution-explore-league.toml is c20's file with one setting more
+    (c21): half the seller's opponent mixture spread evenly."""
+    nash = read_toml_table(EXAMPLES / "handoff-coevolution-nash-league.toml", "league")
+    explore = read_toml_table(EXAMPLES / "handoff-coevolution-explore-league.toml", "league")
+    differing = {k for k in nash.keys() | explore.keys() if nash.get(k) != explore.get(k)}
+    assert differing == {"name", "learner"}
+    before, learner = nash["learner"], explore["learner"]
+    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    assert changed == {"side_train"}
+    assert learner["side_train"] == {
+        **before["side_train"],
+        "seller": {**before["side_train"]["seller"], "opponents_explore": 0.5},
+    }
+
+
 def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
     """examples/handoff-buyer-league.toml is a copy of the buyer league's recipe (TOML has no
     include): it may differ in its name, its seeds and its training clock only, so a change to
@@ -479,12 +495,28 @@ def test_a_side_trains_with_its_own_settings_and_the_other_with_the_leagues(tmp_
         ("seller]\nsteps_per_generation = 2.5", r"whole number >= 1, got 2.5"),
         ("seller]\nopponents = 'best'", r"side_train.seller.opponents must be one of .*'best'"),
         ("auctioneer]\ntemperature = 1.0", r"a side is seller or buyer, got 'auctioneer'"),
+        ("seller]\nopponents_explore = 2", r"side_train.seller.opponents_explore must be a number"),
     ],
 )
 def test_side_settings_name_what_is_wrong(tmp_path, table, message):
     text = SIDES + f"[league.learner.side_train.{table}\n"
     with pytest.raises(ValueError, match=message):
         LeagueConfig.from_toml(write(tmp_path, text))
+
+
+def test_the_exploration_share_is_the_leagues_unless_a_side_sets_its_own(tmp_path):
+    text = SIDES.replace(
+        "[league.learner.train]", "opponents_explore = 0.25\n[league.learner.train]"
+    )
+    text += "[league.learner.side_train.seller]\nopponents_explore = 0.5\n"
+    learner = LeagueConfig.from_toml(write(tmp_path, text)).learner
+    assert (learner.opponents_explore_for("seller"), learner.opponents_explore_for("buyer")) == (
+        0.5,
+        0.25,
+    )
+    assert learner.train_for("seller") == learner.train  # a league setting, not TRL's
+    with pytest.raises(ValueError, match=r"league.learner.opponents_explore must be a number .*-1"):
+        LeagueConfig.from_toml(write(tmp_path, text.replace("= 0.25", "= -1")))
 
 
 def test_side_settings_for_a_side_the_learner_never_trains_are_refused(tmp_path):

@@ -83,3 +83,26 @@ def test_a_side_draws_its_opponents_by_its_own_meta_solver_and_the_other_by_the_
     assert not np.allclose(expected / expected.sum(), 1 / len(config.sellers))  # not uniform
     np.testing.assert_allclose(buyer_weights, expected / expected.sum())  # pfsp, the league's
     store.close()
+
+
+def test_a_sides_exploration_share_floors_its_meta_solvers_mixture(tmp_path):
+    store, config = scripted_store(tmp_path)
+    solo = dataclasses.replace(
+        config.learner, side="both", side_train={"seller": {"opponents": "latest"}}
+    )
+    explored = dataclasses.replace(
+        solo, side_train={"seller": {"opponents": "latest", "opponents_explore": 0.5}}
+    )
+    n = len(config.buyers)
+    _, latest = opponent_mixture(store, dataclasses.replace(config, learner=solo), "seller", "x")
+    _, mixed = opponent_mixture(store, dataclasses.replace(config, learner=explored), "seller", "x")
+    np.testing.assert_allclose(latest, [0.0] * (n - 1) + [1.0])
+    np.testing.assert_allclose(mixed, [0.5 / n] * (n - 1) + [0.5 + 0.5 / n])
+    config = dataclasses.replace(config, learner=explored)
+    assert explored.opponents_explore_for("buyer") == 0.0  # the buyer keeps the league's
+    _, buyer = opponent_mixture(store, config, "buyer", config.buyers[0])
+    _, league = opponent_mixture(
+        store, dataclasses.replace(config, learner=solo), "buyer", config.buyers[0]
+    )
+    np.testing.assert_allclose(buyer, league)
+    store.close()

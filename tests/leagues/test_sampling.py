@@ -18,6 +18,7 @@ from leagues.sampling import (
     pfsp_weights,
     sample_indices,
     uniform_weights,
+    with_exploration,
 )
 
 
@@ -70,6 +71,17 @@ def test_nash_puts_all_mass_on_the_opponent_that_holds_every_learner_lowest():
     # Opponent 1 concedes less than opponent 0 to every learner-side agent: a dominant choice.
     learner_payoffs = np.array([[0.9, 0.3], [0.6, 0.1], [0.7, 0.2]])
     np.testing.assert_allclose(nash_weights(learner_payoffs), [0.0, 1.0])
+
+
+def test_exploration_gives_every_opponent_a_floor_and_keeps_a_mixture():
+    nash = np.array([0.0, 0.0, 1.0, 0.0])
+    mixed = with_exploration(nash, 0.5)
+    np.testing.assert_allclose(mixed, [0.125, 0.125, 0.625, 0.125])
+    assert np.isclose(mixed.sum(), 1.0)
+    np.testing.assert_allclose(with_exploration(nash, 0.0), nash)  # 0: the solver's own
+    np.testing.assert_allclose(with_exploration(nash, 1.0), [0.25] * 4)  # 1: uniform
+    with pytest.raises(ValueError, match=r"exploration share must lie in \[0, 1\], got 1.5"):
+        with_exploration(nash, 1.5)
 
 
 def test_nash_rejects_a_payoff_matrix_with_unplayed_pairs():
