@@ -105,5 +105,12 @@ def test_a_built_base_records_its_numerics_and_its_reuse_elsewhere_is_noted(tmp_
     notes = [line for line in lines if line.startswith("note:")]
     assert len(notes) == 1 and "cpu_capability 'VSX' then" in notes[0]
     assert "torch" not in notes[0].split("(", 1)[1]  # only what differs is named
+    started = dataclasses.replace(
+        config, learner=dataclasses.replace(config.learner, start={"seller": f"hf:{path}"})
+    )
+    lines.clear()  # another league starting from that base (nothing built) is told too
+    assert prepare_base_model(started, tmp_path / "files" / "next", lines.append) == path
+    notes = [line for line in lines if line.startswith("note:")]
+    assert len(notes) == 1 and str(path) in notes[0] and "'VSX' then" in notes[0]
     (path / NUMERICS_FILE).unlink()  # a base built before the record: nothing to compare
     assert numerics_differ(path) == {}
