@@ -228,6 +228,8 @@ class LeagueRun:
         explore = self.config.learner.opponents_explore_for(plan.side)
         if explore:
             solver = f"{solver} (explore {explore:.2f})"
+        if self.config.learner.opponents_from_for(plan.side) != "all":
+            solver = f"{solver} over {self.config.learner.opponents_from_for(plan.side)}"
         self.log(f"generation {g} ({plan.side}): {solver} mixture {shown}")
         opponents = tuple(m.spec for m in members)
         return dataclasses.replace(plan, opponents=opponents, weights=tuple(weights))

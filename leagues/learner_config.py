@@ -39,10 +39,13 @@ SIDE_TRAIN_KEYS = (
 )  # fmt: skip
 """``learner.side_train`` keys: TRL's optimisation and sampling settings; the batch shape,
 completion length, sampler and adapter stay the league's."""
-SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents", "opponents_explore")
+SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents", "opponents_explore", "opponents_from")
 """The league settings ``learner.side_train`` also takes: a side's optimizer steps per generation
-and the meta-solver its training opponents are drawn by, with its exploration share (RLlib's
-per-module overrides include how much each module trains and against which policies)."""
+and the meta-solver its training opponents are drawn by, its exploration share and the members it
+draws from (RLlib's per-module overrides include how much each module trains and against which
+policies)."""
+OPPONENT_POOLS = ("all", "models")
+"""``opponents_from``: the other side's whole population, or its model agents only."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,15 @@ class LearnerConfig:
             "the rest drawn by the meta-solver (PSRO's exploration): 0 keeps the solver's "
             "mixture, 1 is uniform; every opponent gets at least opponents_explore / n, so "
             "nash cannot put all its weight on one opponent."
+        ),
+    )
+    opponents_from: str = field(
+        default="all",
+        metadata=_help(
+            "The members training opponents are drawn from: all (the other side's whole "
+            "population) or models (its model agents only, the league's checkpoints and fixed "
+            "hf/vllm/openai entries; scripted agents still play the evaluations and anchor the "
+            "ratings); while the other side has no model agent, all."
         ),
     )
     eval_episodes: int = field(
@@ -209,6 +221,7 @@ class LearnerConfig:
                 f"got {self.opponents!r}"
             )
         _explore_share(f"{where}.opponents_explore", self.opponents_explore)
+        _opponent_pool(f"{where}.opponents_from", self.opponents_from)
         for name in (
             "steps_per_generation",
             "eval_episodes",
@@ -272,6 +285,10 @@ class LearnerConfig:
             _explore_share(
                 f"{where}.side_train.{side}.opponents_explore",
                 override.get("opponents_explore", self.opponents_explore),
+            )
+            _opponent_pool(
+                f"{where}.side_train.{side}.opponents_from",
+                override.get("opponents_from", self.opponents_from),
             )
             rate = override.get("learning_rate", 1.0)
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
@@ -360,6 +377,11 @@ class LearnerConfig:
         else ``opponents``."""
         return str(self.side_train.get(side, {}).get("opponents", self.opponents))
 
+    def opponents_from_for(self, side: str) -> str:
+        """The members ``side`` draws its training opponents from (``OPPONENT_POOLS``): its
+        ``side_train`` value, else ``opponents_from``."""
+        return str(self.side_train.get(side, {}).get("opponents_from", self.opponents_from))
+
     def opponents_explore_for(self, side: str) -> float:
         """The exploration share of ``side``'s opponent mixture: its ``side_train`` value, else
         ``opponents_explore``."""
@@ -410,3 +432,8 @@ def _explore_share(where: str, value: Any) -> None:
             f"{where} must be a number from 0 (the meta-solver's mixture) to 1 (uniform), "
             f"got {value!r}"
         )
+
+
+def _opponent_pool(where: str, value: Any) -> None:
+    if value not in OPPONENT_POOLS:
+        raise ValueError(f"{where} must be one of {', '.join(OPPONENT_POOLS)}, got {value!r}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.specs import is_scripted
 from leagues.config import LeagueConfig
 from leagues.sampling import META_SOLVERS, MetaGame, with_exploration
 from leagues.state import finished, generations, league_tournaments
@@ -125,12 +126,24 @@ def opponent_mixture(
     store: Store, config: LeagueConfig, side: str, learner: str
 ) -> tuple[list[Member], list[float]]:
     """The other side's population and the meta-strategy to draw training opponents from: the
-    side's meta-solver, with the side's exploration share spread evenly."""
+    side's meta-solver over the members it draws from (``opponents_from``; the others get weight
+    0), with the side's exploration share spread evenly over those members."""
     opponents = population(store, config, other(side))
+    drawn = training_pool(opponents, config.learner.opponents_from_for(side))
     own = [m.spec for m in population(store, config, side)]
     game = PayoffTable.of_league(store, config.name).meta_game(
-        side, learner, own, [m.spec for m in opponents]
+        side, learner, own, [m.spec for m in drawn]
     )
     weights = META_SOLVERS[config.learner.opponents_for(side)](game)
     weights = with_exploration(weights, config.learner.opponents_explore_for(side))
-    return opponents, [float(w) for w in weights]
+    by_spec = {m.spec: float(w) for m, w in zip(drawn, weights, strict=True)}
+    return opponents, [by_spec.get(m.spec, 0.0) for m in opponents]
+
+
+def training_pool(opponents: Sequence[Member], pool: str) -> list[Member]:
+    """The members training opponents are drawn from: all, or the model agents only (every
+    member that is not scripted), falling back to all while there is none."""
+    if pool == "all":
+        return list(opponents)
+    models = [m for m in opponents if not is_scripted(m.spec)]
+    return models or list(opponents)
