@@ -319,6 +319,23 @@ def test_the_explore_coevolution_is_the_nash_coevolution_with_the_sellers_floor_
     }
 
 
+def test_the_models_coevolution_is_the_nash_coevolution_with_the_seller_uniform_over_models():
+    """examples/handoff-coevolution-models-league.toml is c20's file with the seller's
+    opponents drawn uniformly from the model buyers (c22), and nothing else."""
+    nash = read_toml_table(EXAMPLES / "handoff-coevolution-nash-league.toml", "league")
+    models = read_toml_table(EXAMPLES / "handoff-coevolution-models-league.toml", "league")
+    differing = {k for k in nash.keys() | models.keys() if nash.get(k) != models.get(k)}
+    assert differing == {"name", "learner"}
+    before, learner = nash["learner"], models["learner"]
+    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    assert changed == {"side_train"}
+    seller = before["side_train"]["seller"]
+    assert learner["side_train"] == {
+        **before["side_train"],
+        "seller": {**seller, "opponents": "uniform", "opponents_from": "models"},
+    }
+
+
 def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
     """examples/handoff-buyer-league.toml is a copy of the buyer league's recipe (TOML has no
     include): it may differ in its name, its seeds and its training clock only, so a change to
@@ -496,6 +513,7 @@ def test_a_side_trains_with_its_own_settings_and_the_other_with_the_leagues(tmp_
         ("seller]\nopponents = 'best'", r"side_train.seller.opponents must be one of .*'best'"),
         ("auctioneer]\ntemperature = 1.0", r"a side is seller or buyer, got 'auctioneer'"),
         ("seller]\nopponents_explore = 2", r"side_train.seller.opponents_explore must be a number"),
+        ("seller]\nopponents_from = 'humans'", r"opponents_from must be one of all, models, got"),
     ],
 )
 def test_side_settings_name_what_is_wrong(tmp_path, table, message):

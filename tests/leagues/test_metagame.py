@@ -106,3 +106,25 @@ def test_a_sides_exploration_share_floors_its_meta_solvers_mixture(tmp_path):
     )
     np.testing.assert_allclose(buyer, league)
     store.close()
+
+
+def test_a_side_drawing_from_models_never_meets_a_scripted_opponent_until_there_is_no_model(
+    tmp_path,
+):
+    store, config = scripted_store(tmp_path)
+    models = ("hf:models/a", "hf:models/b")  # fixed model buyers, never evaluated here
+    learner = dataclasses.replace(
+        config.learner,
+        side="both",
+        side_train={"seller": {"opponents": "uniform", "opponents_from": "models"}},
+    )
+    scripted_only = dataclasses.replace(config, learner=learner)
+    opponents, weights = opponent_mixture(store, scripted_only, "seller", "scripted:prober")
+    np.testing.assert_allclose(weights, [1 / len(config.buyers)] * len(config.buyers))  # all
+    mixed = dataclasses.replace(scripted_only, buyers=(*config.buyers, *models))
+    opponents, weights = opponent_mixture(store, mixed, "seller", "scripted:prober")
+    assert [m.spec for m in opponents] == [*config.buyers, *models]  # the population stays whole
+    assert weights == [0.0] * len(config.buyers) + [0.5, 0.5]
+    _, buyer_weights = opponent_mixture(store, mixed, "buyer", config.buyers[0])
+    assert min(buyer_weights) > 0  # the buyer keeps the league's pool: every seller
+    store.close()
