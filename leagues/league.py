@@ -224,13 +224,8 @@ class LeagueRun:
             f"{self.labels.get(m.spec, m.spec)}={w:.2f}"
             for m, w in zip(members, weights, strict=True)
         )
-        solver = self.config.learner.opponents_for(plan.side)
-        explore = self.config.learner.opponents_explore_for(plan.side)
-        if explore:
-            solver = f"{solver} (explore {explore:.2f})"
-        if self.config.learner.opponents_from_for(plan.side) != "all":
-            solver = f"{solver} over {self.config.learner.opponents_from_for(plan.side)}"
-        self.log(f"generation {g} ({plan.side}): {solver} mixture {shown}")
+        rule = self.config.learner.opponent_rule(plan.side)
+        self.log(f"generation {g} ({plan.side}): {rule} mixture {shown}")
         opponents = tuple(m.spec for m in members)
         return dataclasses.replace(plan, opponents=opponents, weights=tuple(weights))
 

@@ -97,10 +97,10 @@ class LearnerConfig:
     opponents_explore: float = field(
         default=0.0,
         metadata=_help(
-            "Share of the opponent mixture spread evenly over the whole opponent population, "
-            "the rest drawn by the meta-solver (PSRO's exploration): 0 keeps the solver's "
-            "mixture, 1 is uniform; every opponent gets at least opponents_explore / n, so "
-            "nash cannot put all its weight on one opponent."
+            "Share of the opponent mixture spread evenly over the members drawn from "
+            "(opponents_from), the rest drawn by the meta-solver (PSRO's exploration): 0 keeps "
+            "the solver's mixture, 1 is uniform; each of those n opponents gets at least "
+            "opponents_explore / n, so nash cannot put all its weight on one opponent."
         ),
     )
     opponents_from: str = field(
@@ -386,6 +386,16 @@ class LearnerConfig:
         """The exploration share of ``side``'s opponent mixture: its ``side_train`` value, else
         ``opponents_explore``."""
         return float(self.side_train.get(side, {}).get("opponents_explore", self.opponents_explore))
+
+    def opponent_rule(self, side: str) -> str:
+        """How ``side``'s training opponents are drawn, for the generation log: the solver, its
+        exploration share and its pool where they are not the defaults."""
+        rule = self.opponents_for(side)
+        if self.opponents_explore_for(side):
+            rule += f" (explore {self.opponents_explore_for(side):.2f})"
+        if self.opponents_from_for(side) != "all":
+            rule += f" over {self.opponents_from_for(side)}"
+        return rule
 
     @property
     def most_steps(self) -> int:

@@ -533,6 +533,10 @@ def test_the_exploration_share_is_the_leagues_unless_a_side_sets_its_own(tmp_pat
         0.25,
     )
     assert learner.train_for("seller") == learner.train  # a league setting, not TRL's
+    assert (learner.opponent_rule("seller"), learner.opponent_rule("buyer")) == (
+        "pfsp (explore 0.50)",
+        "pfsp (explore 0.25)",
+    )
     with pytest.raises(ValueError, match=r"league.learner.opponents_explore must be a number .*-1"):
         LeagueConfig.from_toml(write(tmp_path, text.replace("= 0.25", "= -1")))
 

@@ -118,6 +118,7 @@ def test_a_side_drawing_from_models_never_meets_a_scripted_opponent_until_there_
         side="both",
         side_train={"seller": {"opponents": "uniform", "opponents_from": "models"}},
     )
+    assert learner.opponent_rule("seller") == "uniform over models"
     scripted_only = dataclasses.replace(config, learner=learner)
     opponents, weights = opponent_mixture(store, scripted_only, "seller", "scripted:prober")
     np.testing.assert_allclose(weights, [1 / len(config.buyers)] * len(config.buyers))  # all
