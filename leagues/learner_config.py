@@ -365,27 +365,28 @@ class LearnerConfig:
             return self.train
         return dataclasses.replace(self.train, grpo={**self.train.grpo, **override})
 
+    def side_setting(self, side: str, key: str) -> Any:
+        """A league setting of ``SIDE_LEAGUE_KEYS`` for ``side``: its ``side_train`` value, else
+        the league's (RLlib's per-module override over the shared default)."""
+        if key not in SIDE_LEAGUE_KEYS:
+            raise KeyError(f"{key!r} is not a per-side league setting ({SIDE_LEAGUE_KEYS})")
+        return self.side_train.get(side, {}).get(key, getattr(self, key))
+
     def steps_for(self, side: str) -> int:
-        """Optimizer steps of a generation that trains ``side``: its ``side_train`` value,
-        else ``steps_per_generation``."""
-        return int(
-            self.side_train.get(side, {}).get("steps_per_generation", self.steps_per_generation)
-        )
+        """Optimizer steps of a generation that trains ``side``."""
+        return int(self.side_setting(side, "steps_per_generation"))
 
     def opponents_for(self, side: str) -> str:
-        """The meta-solver that draws ``side``'s training opponents: its ``side_train`` value,
-        else ``opponents``."""
-        return str(self.side_train.get(side, {}).get("opponents", self.opponents))
+        """The meta-solver that draws ``side``'s training opponents."""
+        return str(self.side_setting(side, "opponents"))
 
     def opponents_from_for(self, side: str) -> str:
-        """The members ``side`` draws its training opponents from (``OPPONENT_POOLS``): its
-        ``side_train`` value, else ``opponents_from``."""
-        return str(self.side_train.get(side, {}).get("opponents_from", self.opponents_from))
+        """The members ``side`` draws its training opponents from (``OPPONENT_POOLS``)."""
+        return str(self.side_setting(side, "opponents_from"))
 
     def opponents_explore_for(self, side: str) -> float:
-        """The exploration share of ``side``'s opponent mixture: its ``side_train`` value, else
-        ``opponents_explore``."""
-        return float(self.side_train.get(side, {}).get("opponents_explore", self.opponents_explore))
+        """The exploration share of ``side``'s opponent mixture."""
+        return float(self.side_setting(side, "opponents_explore"))
 
     def opponent_rule(self, side: str) -> str:
         """How ``side``'s training opponents are drawn, for the generation log: the solver, its

@@ -303,36 +303,27 @@ def test_the_nash_coevolution_is_the_handoff_coevolution_with_c17_to_c20s_change
     assert side["seller"] == {**was["seller"], "steps_per_generation": 15, "opponents": "nash"}
 
 
-def test_the_explore_coevolution_is_the_nash_coevolution_with_the_sellers_floor_only():
-    """examples/handoff-coevolution-explore-league.toml is c20's file with one setting more
-    (c21): half the seller's opponent mixture spread evenly."""
+@pytest.mark.parametrize(
+    ("example", "seller"),
+    [
+        ("handoff-coevolution-explore-league.toml", {"opponents_explore": 0.5}),  # c21
+        ("handoff-coevolution-models-league.toml",
+         {"opponents": "uniform", "opponents_from": "models"}),  # c22
+    ],
+)  # fmt: skip
+def test_a_later_coevolution_is_the_nash_coevolution_with_its_seller_settings_only(example, seller):
+    """c21 and c22 are c20's file (examples/handoff-coevolution-nash-league.toml) with the
+    seller's opponent settings docs/training.md measures them by, and nothing else."""
     nash = read_toml_table(EXAMPLES / "handoff-coevolution-nash-league.toml", "league")
-    explore = read_toml_table(EXAMPLES / "handoff-coevolution-explore-league.toml", "league")
-    differing = {k for k in nash.keys() | explore.keys() if nash.get(k) != explore.get(k)}
+    later = read_toml_table(EXAMPLES / example, "league")
+    differing = {k for k in nash.keys() | later.keys() if nash.get(k) != later.get(k)}
     assert differing == {"name", "learner"}
-    before, learner = nash["learner"], explore["learner"]
+    before, learner = nash["learner"], later["learner"]
     changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
     assert changed == {"side_train"}
     assert learner["side_train"] == {
         **before["side_train"],
-        "seller": {**before["side_train"]["seller"], "opponents_explore": 0.5},
-    }
-
-
-def test_the_models_coevolution_is_the_nash_coevolution_with_the_seller_uniform_over_models():
-    """examples/handoff-coevolution-models-league.toml is c20's file with the seller's
-    opponents drawn uniformly from the model buyers (c22), and nothing else."""
-    nash = read_toml_table(EXAMPLES / "handoff-coevolution-nash-league.toml", "league")
-    models = read_toml_table(EXAMPLES / "handoff-coevolution-models-league.toml", "league")
-    differing = {k for k in nash.keys() | models.keys() if nash.get(k) != models.get(k)}
-    assert differing == {"name", "learner"}
-    before, learner = nash["learner"], models["learner"]
-    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
-    assert changed == {"side_train"}
-    seller = before["side_train"]["seller"]
-    assert learner["side_train"] == {
-        **before["side_train"],
-        "seller": {**seller, "opponents": "uniform", "opponents_from": "models"},
+        "seller": {**before["side_train"]["seller"], **seller},
     }
 
 

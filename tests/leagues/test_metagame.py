@@ -122,10 +122,13 @@ def test_a_side_drawing_from_models_never_meets_a_scripted_opponent_until_there_
     scripted_only = dataclasses.replace(config, learner=learner)
     opponents, weights = opponent_mixture(store, scripted_only, "seller", "scripted:prober")
     np.testing.assert_allclose(weights, [1 / len(config.buyers)] * len(config.buyers))  # all
-    mixed = dataclasses.replace(scripted_only, buyers=(*config.buyers, *models))
+    mixed = dataclasses.replace(
+        scripted_only, buyers=(*config.buyers, *models), sellers=(*config.sellers, "hf:models/c")
+    )
     opponents, weights = opponent_mixture(store, mixed, "seller", "scripted:prober")
     assert [m.spec for m in opponents] == [*config.buyers, *models]  # the population stays whole
     assert weights == [0.0] * len(config.buyers) + [0.5, 0.5]
-    _, buyer_weights = opponent_mixture(store, mixed, "buyer", config.buyers[0])
-    assert min(buyer_weights) > 0  # the buyer keeps the league's pool: every seller
+    sellers, buyer_weights = opponent_mixture(store, mixed, "buyer", config.buyers[0])
+    assert sellers[-1].spec == "hf:models/c"  # a model seller there, so "models" would drop
+    assert min(buyer_weights) > 0  # the scripted ones: the buyer keeps the league's pool, all
     store.close()
