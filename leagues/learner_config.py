@@ -215,19 +215,9 @@ class LearnerConfig:
                 f"{where}.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
                 f"got {self.lr_schedule!r}"
             )
-        if self.opponents not in META_SOLVERS:
-            raise ValueError(
-                f"{where}.opponents must be one of {', '.join(META_SOLVERS)}, "
-                f"got {self.opponents!r}"
-            )
-        _explore_share(f"{where}.opponents_explore", self.opponents_explore)
-        _opponent_pool(f"{where}.opponents_from", self.opponents_from)
-        for name in (
-            "steps_per_generation",
-            "eval_episodes",
-            "warm_start_steps",
-            "eval_batch_size",
-        ):
+        for key in SIDE_LEAGUE_KEYS:
+            _check_side_league_key(f"{where}.{key}", key, getattr(self, key))
+        for name in ("eval_episodes", "warm_start_steps", "eval_batch_size"):
             _positive_int(where, name, getattr(self, name))
         if not isinstance(self.base_seed, int) or self.base_seed < -1:
             raise ValueError(f"{where}.base_seed must be an integer >= 0, or -1 (the league seed)")
@@ -270,26 +260,9 @@ class LearnerConfig:
                         f"{', '.join((*SIDE_TRAIN_KEYS, *SIDE_LEAGUE_KEYS))} (set the others in "
                         "[league.learner.train])"
                     )
-            steps = override.get("steps_per_generation", 1)
-            if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-                raise ValueError(
-                    f"{where}.side_train.{side}.steps_per_generation must be a whole number "
-                    f">= 1, got {steps!r}"
-                )
-            solver = override.get("opponents", self.opponents)
-            if solver not in META_SOLVERS:
-                raise ValueError(
-                    f"{where}.side_train.{side}.opponents must be one of "
-                    f"{', '.join(META_SOLVERS)}, got {solver!r}"
-                )
-            _explore_share(
-                f"{where}.side_train.{side}.opponents_explore",
-                override.get("opponents_explore", self.opponents_explore),
-            )
-            _opponent_pool(
-                f"{where}.side_train.{side}.opponents_from",
-                override.get("opponents_from", self.opponents_from),
-            )
+            for key in SIDE_LEAGUE_KEYS:  # the league's own values are checked above
+                if key in override:
+                    _check_side_league_key(f"{where}.side_train.{side}.{key}", key, override[key])
             rate = override.get("learning_rate", 1.0)
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
                 raise ValueError(
@@ -436,15 +409,20 @@ def start_checkpoint(spec: Any, where: str) -> tuple[str, str | None]:
     return parsed.name, parsed.params.get("lora") or None
 
 
-def _explore_share(where: str, value: Any) -> None:
-    """An exploration share is a number in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(
-            f"{where} must be a number from 0 (the meta-solver's mixture) to 1 (uniform), "
-            f"got {value!r}"
-        )
-
-
-def _opponent_pool(where: str, value: Any) -> None:
-    if value not in OPPONENT_POOLS:
-        raise ValueError(f"{where} must be one of {', '.join(OPPONENT_POOLS)}, got {value!r}")
+def _check_side_league_key(where: str, key: str, value: Any) -> None:
+    """Refuse a bad value of one of ``SIDE_LEAGUE_KEYS``, the league's or a side's, naming
+    ``where``: one check per key, whichever table it is set in."""
+    if key == "steps_per_generation":
+        _positive_int("", where, value)
+    elif key in ("opponents", "opponents_from"):
+        allowed = META_SOLVERS if key == "opponents" else OPPONENT_POOLS
+        if value not in allowed:
+            raise ValueError(f"{where} must be one of {', '.join(allowed)}, got {value!r}")
+    elif key == "opponents_explore":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(
+                f"{where} must be a number from 0 (the meta-solver's mixture) to 1 (uniform), "
+                f"got {value!r}"
+            )
+    else:
+        raise KeyError(f"{key!r} is not a per-side league setting ({SIDE_LEAGUE_KEYS})")

@@ -10,7 +10,7 @@ import pytest
 
 from agents.specs import parse_spec
 from leagues.config import LeagueConfig
-from leagues.learner_config import LearnerConfig
+from leagues.learner_config import SIDE_LEAGUE_KEYS, LearnerConfig
 from leagues.models import base_folder, check_starts
 from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, TrainConfig
 from tournaments.config import read_toml_table
@@ -216,6 +216,50 @@ def test_the_example_leagues_read_and_the_vllm_one_samples_with_vllm_on_cpu():
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CHAINED = sorted(p.name for p in EXAMPLES.glob("*league.toml") if '"../runs/' in p.read_text())
+
+
+@pytest.mark.parametrize("example", CHAINED)
+def test_an_example_starting_from_other_leagues_reads_once_the_folders_it_names_exist(
+    tmp_path, monkeypatch, example
+):
+    """The examples that start from other leagues' checkpoints (c20-c22 and the hand-off's) are
+    read as configs, every key and cross-field check included, in a copy of the repository
+    layout where the base models and adapters they name exist: a misspelt key or a setting the
+    config refuses fails here, not an hour into the chain of leagues before it. Agent specs are
+    relative to the repository root, the folder the example's commands run from."""
+    monkeypatch.chdir(tmp_path)
+    text = (EXAMPLES / example).read_text()
+    (tmp_path / "examples").mkdir()
+    path = tmp_path / "examples" / example
+    path.write_text(text)
+    made = {
+        "config.json": r"runs/bases/\w+/warm-start",
+        "adapter_config.json": r"runs/[\w-]+/gen-\d+-\w+/adapter",
+    }
+    for marker, pattern in made.items():
+        for folder in set(re.findall(pattern, text)):
+            (tmp_path / folder).mkdir(parents=True)
+            (tmp_path / folder / marker).write_text("{}")
+    config = LeagueConfig.from_toml(path)
+    league = read_toml_table(path, "league")
+    learner = config.learner
+    assert Path(learner.model) == (tmp_path / league["learner"]["model"][3:]).resolve()
+    assert dict(learner.start) == league["learner"].get("start", {})
+    for side, settings in league["learner"].get("side_train", {}).items():
+        for key, value in settings.items():
+            read = learner.side_setting(side, key) if key in SIDE_LEAGUE_KEYS else None
+            assert read == value or learner.train_for(side).grpo[key] == value, (side, key)
+
+
+def test_the_chained_examples_include_every_coevolution_from_checkpoints():
+    assert {
+        "handoff-league.toml",
+        "handoff-coevolution-league.toml",
+        "handoff-coevolution-nash-league.toml",
+        "handoff-coevolution-explore-league.toml",
+        "handoff-coevolution-models-league.toml",
+    } <= set(CHAINED)
 
 
 def test_the_handoff_league_names_the_checkpoints_the_two_recipes_train():
@@ -499,8 +543,8 @@ def test_a_side_trains_with_its_own_settings_and_the_other_with_the_leagues(tmp_
     [
         ("buyer]\nnum_generations = 4", r"side_train.buyer.num_generations: not a per-side"),
         ("buyer]\nlearning_rate = 0", r"side_train.buyer.learning_rate must be a positive"),
-        ("buyer]\nsteps_per_generation = 0", r"steps_per_generation must be a whole number >= 1"),
-        ("seller]\nsteps_per_generation = 2.5", r"whole number >= 1, got 2.5"),
+        ("buyer]\nsteps_per_generation = 0", r"buyer.steps_per_generation must be an integer >= 1"),
+        ("seller]\nsteps_per_generation = 2.5", r"integer >= 1, got 2.5"),
         ("seller]\nopponents = 'best'", r"side_train.seller.opponents must be one of .*'best'"),
         ("auctioneer]\ntemperature = 1.0", r"a side is seller or buyer, got 'auctioneer'"),
         ("seller]\nopponents_explore = 2", r"side_train.seller.opponents_explore must be a number"),
