@@ -371,6 +371,21 @@ def test_a_later_coevolution_is_the_nash_coevolution_with_its_seller_settings_on
     }
 
 
+def test_the_warm_buyer_coevolution_is_c22_with_the_buyers_temperature_only():
+    """c23 (examples/handoff-coevolution-warm-buyer-league.toml) is c22's file with the buyer
+    sampling at 1.0 while it trains, and nothing else."""
+    models = read_toml_table(EXAMPLES / "handoff-coevolution-models-league.toml", "league")
+    warm = read_toml_table(EXAMPLES / "handoff-coevolution-warm-buyer-league.toml", "league")
+    differing = {k for k in models.keys() | warm.keys() if models.get(k) != warm.get(k)}
+    assert differing == {"name", "learner"}
+    before, learner = models["learner"], warm["learner"]
+    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    assert changed == {"side_train"}
+    side, was = learner["side_train"], before["side_train"]
+    assert side == {**was, "buyer": {**was["buyer"], "temperature": 1.0}}
+    assert "temperature" not in was["buyer"] and before["train"]["temperature"] == 0.7
+
+
 def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
     """examples/handoff-buyer-league.toml is a copy of the buyer league's recipe (TOML has no
     include): it may differ in its name, its seeds and its training clock only, so a change to
