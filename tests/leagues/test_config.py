@@ -223,7 +223,7 @@ CHAINED = sorted(p.name for p in EXAMPLES.glob("*league.toml") if '"../runs/' in
 def test_an_example_starting_from_other_leagues_reads_once_the_folders_it_names_exist(
     tmp_path, monkeypatch, example
 ):
-    """The examples that start from other leagues' checkpoints (c20-c22 and the hand-off's) are
+    """The examples that start from other leagues' checkpoints (the hand-off's, c20-c23) are
     read as configs, every key and cross-field check included, in a copy of the repository
     layout where the base models and adapters they name exist: a misspelt key or a setting the
     config refuses fails here, not an hour into the chain of leagues before it. Agent specs are
@@ -248,17 +248,22 @@ def test_an_example_starting_from_other_leagues_reads_once_the_folders_it_names_
     assert dict(learner.start) == league["learner"].get("start", {})
     for side, settings in league["learner"].get("side_train", {}).items():
         for key, value in settings.items():
-            read = learner.side_setting(side, key) if key in SIDE_LEAGUE_KEYS else None
-            assert read == value or learner.train_for(side).grpo[key] == value, (side, key)
+            if key in SIDE_LEAGUE_KEYS:
+                assert learner.side_setting(side, key) == value, (side, key)
+            else:
+                assert learner.train_for(side).grpo[key] == value, (side, key)
 
 
 def test_the_chained_examples_include_every_coevolution_from_checkpoints():
+    """The test above finds the chained examples by their `../runs/` model path: every recipe
+    that starts from checkpoints must be among them, or it would go unread."""
     assert {
         "handoff-league.toml",
         "handoff-coevolution-league.toml",
         "handoff-coevolution-nash-league.toml",
         "handoff-coevolution-explore-league.toml",
         "handoff-coevolution-models-league.toml",
+        "handoff-coevolution-warm-buyer-league.toml",
     } <= set(CHAINED)
 
 
