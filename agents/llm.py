@@ -51,6 +51,7 @@ from agents.scripted import make_scripted
 from agents.specs import AgentSpec, SpecError, build_config, parse_spec
 from agents.steering import check_steer, steer_for
 from arena.game import BuyerView, SellerView
+from arena.money import MAX_LADDER_RUNGS
 from arena.protocol import (
     BuyerMessage,
     FormatViolation,
@@ -64,7 +65,9 @@ from arena.protocol import (
     split_reasoning,
 )
 
-AGENT_KEYS: tuple[str, ...] = ("persona", "narrate", "history", "prompt", "steer")
+AGENT_KEYS: tuple[str, ...] = (
+    "persona", "narrate", "history", "prompt", "steer", "ladder", "budget_hint"
+)  # fmt: skip
 """Spec parameters that belong to the agent itself (sampling keys are the agent's too)."""
 
 DEFAULT_MAX_TOKENS = 512
@@ -109,8 +112,29 @@ class LLMAgentConfig:
         },
     )
 
+    ladder: int = field(
+        default=0,
+        metadata={
+            "help": "A buyer's budget ladder: its system prompt lists offers at 90%, 80%, ... of "
+            "its budget, this many tenths down (0: none; at most 9), numbers a small model can "
+            "copy; a seller's prompt is unchanged. Single-product markets."
+        },
+    )
+    budget_hint: bool = field(
+        default=False,
+        metadata={
+            "help": "Each of a buyer's turns says whether its budget covers the seller's "
+            "standing offer: the comparison of two prices a small model cannot make digit by "
+            "digit; the decision stays its own. A seller's turns are unchanged."
+        },
+    )
+
     def __post_init__(self) -> None:
         check_steer(self.steer)
+        if not 0 <= self.ladder <= MAX_LADDER_RUNGS:
+            raise ValueError(
+                f"ladder={self.ladder} is out of range: use 0 (none) to {MAX_LADDER_RUNGS} rungs"
+            )
         if self.persona and self.persona not in personas():
             raise ValueError(
                 f"persona={self.persona!r} is unknown; choose one of {', '.join(personas())}"
@@ -273,13 +297,17 @@ class LLMAgent:
         episode = f"{context.scenario.seed}:{context.scenario.index}/{context.role}"
         if self.conversation is None:
             system = system_prompt(
-                view, context.config.total_turns, self.config.persona, self.config.prompt
+                view,
+                context.config.total_turns,
+                self.config.persona,
+                self.config.prompt,
+                self.config.ladder,
             )
             self.conversation = Conversation(system, self.config.history)
             # One id per agent per episode (the live Conversation object's id keeps concurrent
             # episodes of the same scenario apart): back-ends key cached KV by it.
             self.conversation_id = f"{episode}#{id(self.conversation):x}"
-        user = observation(view, self.config.prompt)
+        user = observation(view, self.config.prompt, self.config.budget_hint)
         move = None
         if self.narrator is not None:
             move = decided_move(self.narrator.act(view), view, self.spec)

@@ -34,7 +34,7 @@ from importlib import resources
 
 from arena.catalog import Product
 from arena.game import BuyerView, SellerView
-from arena.money import floor_cents, format_price
+from arena.money import budget_ladder, cents, floor_cents, format_price
 from arena.observations import (
     buyer_text,
     compact_buyer_text,
@@ -223,27 +223,65 @@ def compact_buyer_system_prompt(view: BuyerView, persona: str = "") -> str:
     )
 
 
+def ladder_line(view: BuyerView, rungs: int) -> str:
+    """A buyer's budget ladder (agent option ``ladder``): offers at 90%, 80%, ... of its budget.
+
+    The shares are computed for it (:func:`arena.money.budget_ladder`) from its own budget only:
+    a small model copies prices digit by digit but cannot multiply, and with the ladder in its
+    prompt the share it bids is a choice it can learn rather than arithmetic it cannot do.
+    """
+    if len(view.products) > 1:
+        raise ValueError("ladder is written for single-product markets; use ladder=0")
+    offers = budget_ladder(view.valuations[0], rungs)
+    shares = ", ".join(f"{90 - 10 * k}% {format_price(p)}" for k, p in enumerate(offers))
+    return f"Offers under your budget: {shares}."
+
+
 def system_prompt(
-    view: SellerView | BuyerView, total_turns: int, persona: str = "", style: str = "full"
+    view: SellerView | BuyerView,
+    total_turns: int,
+    persona: str = "",
+    style: str = "full",
+    ladder: int = 0,
 ) -> str:
-    """The system prompt of whoever ``view`` belongs to, in prompt style ``style``."""
+    """The system prompt of whoever ``view`` belongs to, in prompt style ``style``; a buyer's
+    ends with its budget ladder when ``ladder`` is set (a seller's has none)."""
     check_style(style, len(view.products))
-    seller = isinstance(view, SellerView)
-    if style == "compact":
-        if seller:
+    if isinstance(view, SellerView):
+        if style == "compact":
             return compact_seller_system_prompt(view, total_turns, persona)
-        return compact_buyer_system_prompt(view, persona)
-    if seller:
         return seller_system_prompt(view, total_turns, persona)
-    return buyer_system_prompt(view, persona)
-
-
-def observation(view: SellerView | BuyerView, style: str = "full") -> str:
-    """The per-turn user message: the seller's board or the buyer's own channel."""
-    seller = isinstance(view, SellerView)
     if style == "compact":
-        return compact_seller_text(view) if seller else compact_buyer_text(view)
-    return seller_text(view) if seller else buyer_text(view)
+        text = compact_buyer_system_prompt(view, persona)
+    else:
+        text = buyer_system_prompt(view, persona)
+    return f"{text}\n{ladder_line(view, ladder)}" if ladder else text
+
+
+def offer_line(view: BuyerView) -> str:
+    """Whether the buyer's budget covers the seller's standing offer (agent option
+    ``budget_hint``): the comparison of two prices a small model cannot make digit by digit,
+    which decides whether a ``[DEAL]`` is allowed (Section 3.2); "" before an offer."""
+    if len(view.products) > 1:
+        raise ValueError("budget_hint is written for single-product markets; leave it off")
+    offer = view.offers.get(0)
+    if offer is None:
+        return ""
+    if cents(offer) <= cents(view.valuations[0]):
+        return "Your budget covers this offer."
+    return "This offer is above your budget."
+
+
+def observation(
+    view: SellerView | BuyerView, style: str = "full", budget_hint: bool = False
+) -> str:
+    """The per-turn user message: the seller's board or the buyer's own channel; with
+    ``budget_hint``, a buyer is also told whether its budget covers the seller's offer."""
+    if isinstance(view, SellerView):
+        return compact_seller_text(view) if style == "compact" else seller_text(view)
+    text = compact_buyer_text(view) if style == "compact" else buyer_text(view)
+    line = offer_line(view) if budget_hint else ""
+    return f"{text}\n{line}" if line else text
 
 
 def narration_note(decision: str) -> str:

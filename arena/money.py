@@ -38,3 +38,19 @@ def round_cents(x: float) -> float:
 def format_price(price: float) -> str:
     """``1299.5`` -> ``$1,299.50``: the canonical rendering of a price."""
     return f"${price:,.2f}"
+
+
+MAX_LADDER_RUNGS = 9
+"""A budget ladder goes down in tenths: 90% of the budget at most nine times, to 10%."""
+
+
+def budget_ladder(budget: float, rungs: int) -> tuple[float, ...]:
+    """The offers at 90%, 80%, ... of a budget (``rungs`` tenths down), floored to cents.
+
+    A buyer's ladder (the LLM agent option ``ladder=N``, the scripted buyers' ``ladder``): round
+    shares of its own budget written out, so that a model which copies numbers but cannot
+    multiply can still bid a share of its budget of its choosing.
+    """
+    if not 0 <= rungs <= MAX_LADDER_RUNGS:
+        raise ValueError(f"ladder={rungs}: a budget ladder has 0 to {MAX_LADDER_RUNGS} rungs")
+    return tuple(floor_cents(budget * (10 - k) / 10) for k in range(1, rungs + 1))

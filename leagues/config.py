@@ -175,6 +175,12 @@ class LeagueConfig:
                 "league.learner.prompt = 'compact' is written for single-product markets; use "
                 "'full' with several products"
             )
+        for aid, off in (("ladder", "0"), ("budget_hint", "false")):
+            if getattr(self.learner, aid) and market.num_products > 1:
+                raise ValueError(
+                    f"league.learner.{aid} is written for single-product markets (one budget); "
+                    f"set {aid} = {off} with several products"
+                )
 
     def market_config(self) -> MarketConfig:
         """The preset with the ``[league.market]`` overrides applied: the evaluation market."""

@@ -13,6 +13,7 @@ from agents import check_spec
 from agents.prompts import PROMPT_STYLES
 from agents.specs import SpecError, parse_spec
 from agents.steering import STEERS
+from arena.money import MAX_LADDER_RUNGS
 from arena.seats import ROLES
 from arena.settings import about as _help
 from arena.settings import check_positive_int as _positive_int
@@ -120,6 +121,22 @@ class LearnerConfig:
         metadata=_help(
             "The learner's prompt style, in training and evaluation: full (the paper's prompts) "
             "or compact (the same protocol in few tokens, for small models)."
+        ),
+    )
+    ladder: int = field(
+        default=0,
+        metadata=_help(
+            "The learner's budget ladder when it buys, in training and evaluation: its prompt "
+            "lists offers at 90%, 80%, ... of its budget, this many tenths down (0: none; "
+            "at most 9), prices a small model can copy; agents.prompts.ladder_line."
+        ),
+    )
+    budget_hint: bool = field(
+        default=False,
+        metadata=_help(
+            "When the learner buys, in training and evaluation, each of its turns says whether "
+            "its budget covers the seller's standing offer (agents.prompts.offer_line); the "
+            "decision to take it stays the learner's."
         ),
     )
     steer: str = field(
@@ -298,6 +315,11 @@ class LearnerConfig:
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(
                 f"{where}.prompt must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt!r}"
+            )
+        if not 0 <= self.ladder <= MAX_LADDER_RUNGS:
+            raise ValueError(
+                f"{where}.ladder must lie in 0..{MAX_LADDER_RUNGS} (tenths of the budget), "
+                f"got {self.ladder}"
             )
         if self.steer not in STEERS:
             raise ValueError(

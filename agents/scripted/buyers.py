@@ -6,6 +6,10 @@
 - ``tit-for-tat``: reciprocal concession: raises its bid by what the seller last conceded.
 - ``hardliner``: barely moves and accepts only offers close to its current bid.
 
+Any of them with ``ladder = N`` bids only on the rungs of its budget's ladder (90%, 80%, ... of
+the budget, N tenths down) or at the budget: the numbers an LLM buyer with the agent option
+``ladder=N`` reads in its prompt, so that its warm start imitates prices it can copy.
+
 Every scripted buyer is individually rational: it never bids or accepts above its budget.
 Openings follow the regulator when the market has one; otherwise a buyer opens at a share of its
 budget, so unregulated openings leak the budget rank (paper Section 13.1). With several products
@@ -22,7 +26,7 @@ import numpy as np
 
 from agents.base import EpisodeContext
 from arena.game import BuyerView
-from arena.money import cents, floor_cents
+from arena.money import MAX_LADDER_RUNGS, budget_ladder, cents, floor_cents
 from arena.protocol import BuyerMessage, Kind, render_buyer
 
 
@@ -52,12 +56,28 @@ class BuyerStyle:
     """Unregulated opening bid as a share of the budget."""
     jitter: float = 0.15
     """Relative noise on the unregulated opening (drawn from the agent's own generator)."""
+    ladder: int = 0
+    """Bids on the budget's ladder (:func:`arena.money.budget_ladder`, this many rungs) or at
+    the budget: each bid goes down to the nearest of them, up to the lowest rung (0: any cent).
+    A teacher whose numbers the LLM option ``ladder`` writes into the prompt."""
 
     def _check(self) -> None:
         if not 0.0 < self.opening <= 1.0:
             raise ValueError("opening must lie in (0, 1]")
         if not 0.0 <= self.jitter < 1.0:
             raise ValueError("jitter must lie in [0, 1)")
+        if not 0 <= self.ladder <= MAX_LADDER_RUNGS:
+            raise ValueError(f"ladder must lie in 0..{MAX_LADDER_RUNGS} (rungs of tenths)")
+
+
+def on_ladder(bid: float, budget: float, rungs: int) -> float:
+    """``bid`` taken down to the nearest rung of the budget's ladder or the budget itself, or up
+    to the lowest rung when it lies below them all; ``bid`` itself without a ladder."""
+    if not rungs:
+        return bid
+    prices = (floor_cents(budget), *budget_ladder(budget, rungs))
+    below = [p for p in prices if cents(p) <= cents(bid)]
+    return max(below) if below else prices[-1]
 
 
 class _Buyer:
@@ -87,6 +107,7 @@ class _Buyer:
         offer = view.offers.get(p)
         rounds = sum(1 for e in view.events if e.speaker == "seller")
         bid = floor_cents(min(self.next_bid(view, p, rounds), view.valuations[p]))
+        bid = on_ladder(bid, view.valuations[p], self.style.ladder)
         if offer is not None and (cents(offer) <= cents(bid) or self.accepts(view, p, offer)):
             return respond(view, Kind.DEAL, None, "The offer is within my plan.", "Deal.", p)
         if offer is not None:
@@ -102,6 +123,7 @@ class _Buyer:
         else:
             noise = 1.0 + self.rng.uniform(-self.style.jitter, self.style.jitter)
             price = floor_cents(view.valuations[p] * self.style.opening * noise)
+            price = on_ladder(price, view.valuations[p], self.style.ladder)
         price = min(price, floor_cents(view.valuations[p]))
         return respond(view, Kind.BUY, price, "Open low.", f"Would you take {price:.2f}?", p)
 

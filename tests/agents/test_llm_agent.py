@@ -30,6 +30,7 @@ from agents.testing.http_server import Reply, ScriptedChatServer
 from arena.catalog import load_catalog
 from arena.config import MarketConfig, get_preset
 from arena.game import Market
+from arena.money import budget_ladder, format_price
 from arena.protocol import SellerMessage, parse_seller
 from arena.scenarios import Scenario, make_scenario
 
@@ -182,6 +183,25 @@ def test_chat_history_alternates_turns_and_keeps_the_agents_own_thought() -> Non
     assert "MY-PRIVATE-PLAN" in second[2]["content"]
     assert "Buyer 1 says: too much" in second[3]["content"]
     assert first[0]["content"].startswith("You are the seller")
+
+
+def test_a_buyer_spec_with_a_ladder_sends_its_budget_shares_in_the_system_prompt() -> None:
+    config = get_preset("bilateral")
+    sc = scenario(config)
+    budget = sc.valuations[0][0]
+    buyer_reply = "Thought: o\nTalk: hi\nAction: [BUY] $1.00"
+    with ScriptedChatServer(reply_text=lambda messages: buyer_reply) as server:
+        agent = make_llm_agent(spec(server, "prompt=compact&ladder=2&budget_hint=true"), "buyer")
+        reset(agent, config, sc, slot=1)
+        agent.act(Market(config, sc).view("buyer_1"))
+        system = server.requests[0].body["messages"][0]["content"]
+    shares = budget_ladder(budget, 2)
+    assert (agent.config.ladder, agent.config.budget_hint) == (2, True)
+    assert system.endswith(
+        f"Offers under your budget: 90% {format_price(shares[0])}, 80% {format_price(shares[1])}."
+    )
+    with pytest.raises(SpecError, match="ladder=12 is out of range"):
+        make_llm_agent("openai:m?base_url=http://127.0.0.1:9/v1&ladder=12", "buyer")
 
 
 def test_history_window_keeps_only_the_last_exchanges() -> None:

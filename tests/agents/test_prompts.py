@@ -22,7 +22,7 @@ from agents.prompts import (
 from arena.catalog import Product, load_catalog
 from arena.config import MarketConfig, get_preset
 from arena.game import BuyerView, Market, SellerView
-from arena.money import format_price
+from arena.money import budget_ladder, format_price
 from arena.protocol import BuyerMessage, Kind, SellerMessage, parse_buyer, parse_seller
 from arena.scenarios import Scenario, make_scenario
 
@@ -279,3 +279,51 @@ def test_the_compact_style_is_refused_for_several_products_and_unknown_styles() 
         system_prompt(view, config.total_turns, style="compact")
     with pytest.raises(ValueError, match="prompt='tiny' is unknown"):
         system_prompt(view, config.total_turns, style="tiny")
+
+
+@pytest.mark.parametrize("style", ["full", "compact"])
+def test_a_buyer_ladder_lists_shares_of_its_own_budget_and_a_seller_prompt_has_none(style: str):
+    seller, buyer = compact_views()
+    budget = buyer.valuations[0]
+    plain = system_prompt(buyer, 7, style=style)
+    laddered = system_prompt(buyer, 7, style=style, ladder=3)
+    assert laddered.startswith(plain)
+    offers = budget_ladder(budget, 3)
+    assert laddered[len(plain) :] == (
+        f"\nOffers under your budget: 90% {format_price(offers[0])}, "
+        f"80% {format_price(offers[1])}, 70% {format_price(offers[2])}."
+    )
+    assert format_price(seller.products[0].cost) not in laddered  # its own budget only
+    assert system_prompt(seller, 7, style=style, ladder=3) == system_prompt(seller, 7, style=style)
+
+
+def test_a_ladder_or_budget_hint_is_refused_with_several_products_and_out_of_range():
+    config = get_preset("multi-product")
+    scenario = make_scenario(config, load_catalog(None), 0, 0)
+    view = Market(config, scenario).view("buyer_1")
+    with pytest.raises(ValueError, match="ladder is written for single-product markets"):
+        system_prompt(view, config.total_turns, ladder=2)
+    with pytest.raises(ValueError, match="budget_hint is written for single-product markets"):
+        observation(view, budget_hint=True)
+    _, buyer = compact_views()
+    with pytest.raises(ValueError, match="0 to 9 rungs"):
+        system_prompt(buyer, 7, style="compact", ladder=10)
+
+
+@pytest.mark.parametrize("style", ["full", "compact"])
+def test_a_budget_hint_says_each_buyer_turn_whether_its_budget_covers_the_offer(style: str):
+    seller, buyer = compact_views()
+    offer = buyer.offers[0]  # the prober's list-price anchor
+    plain = observation(buyer, style)
+    at_offer = buyer._replace(valuations=(offer,))  # a budget of exactly the offer covers it
+    assert (
+        observation(at_offer, style, budget_hint=True) == f"{plain}\nYour budget covers this offer."
+    )
+    below = buyer._replace(valuations=(offer - 0.01,))
+    assert observation(below, style, budget_hint=True).endswith(
+        "\nThis offer is above your budget."
+    )
+    assert observation(buyer._replace(offers={}), style, budget_hint=True) == observation(
+        buyer._replace(offers={}), style
+    )  # nothing to compare before the seller's first offer
+    assert observation(seller, style, budget_hint=True) == observation(seller, style)

@@ -14,7 +14,7 @@ from agents.scripted.sellers import SELLERS
 from agents.specs import SpecError
 from arena.catalog import Product, default_catalog
 from arena.config import get_preset, preset_names
-from arena.money import cents, floor_cents
+from arena.money import budget_ladder, cents, floor_cents
 from arena.protocol import parse_buyer, parse_seller
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario, make_scenarios
@@ -187,6 +187,25 @@ def test_a_time_buyer_with_accept_takes_the_first_offer_at_or_below_that_share_o
     assert earlier > 0
 
 
+def test_a_time_buyer_on_a_ladder_bids_only_its_rungs_or_its_budget():
+    config = get_preset("bilateral")
+    scenarios = make_scenarios(config, CATALOG, 5, 48)
+    climber = "scripted:time?e=1&opening=0.3&jitter=0"
+    free = play_vs_pool(config, scenarios, "scripted:prober", [climber])[0]
+    laddered = play_vs_pool(config, scenarios, "scripted:prober", [climber + "&ladder=9"])[0]
+    off_ladder = 0
+    for before, after in zip(free, laddered, strict=True):
+        assert_rational_and_valid(after)
+        budget = after.scenario.valuations[0][0]
+        allowed = {cents(p) for p in (floor_cents(budget), *budget_ladder(budget, 9))}
+        bids = [cents(t.price) for t in after.result.turns if t.agent == "buyer_1" and t.price]
+        assert set(bids) <= allowed, (bids, allowed)
+        assert bids == sorted(bids)  # it still climbs
+        mine = [cents(t.price) for t in before.result.turns if t.agent == "buyer_1" and t.price]
+        off_ladder += not set(mine) <= allowed
+    assert off_ladder > 0  # without the key the same buyer bids between the rungs
+
+
 # --- spec strings --------------------------------------------------------------------------------
 
 
@@ -239,6 +258,7 @@ def test_bad_spec_strings_are_rejected_with_the_reason(spec: str, message: str):
         ("scripted:prober?threshold=2", "seller", "threshold must lie in"),
         ("scripted:time?e=-1", "seller", "e must be a positive number"),
         ("scripted:time?accept=1.5", "buyer", r"accept must lie in \[0, 1\]"),
+        ("scripted:time?ladder=10", "buyer", r"ladder must lie in 0..9"),
     ],
 )
 def test_bad_scripted_specs_fail_to_build_naming_the_problem(spec: str, role: str, message: str):

@@ -391,6 +391,33 @@ def test_the_warm_buyer_coevolution_is_c22_with_the_buyers_temperature_only():
     assert "temperature" not in was["buyer"] and before["train"]["temperature"] == 0.7
 
 
+def test_the_hint_buyer_league_is_the_buyer_league_with_the_budget_hint_only():
+    """examples/buyer-hint-league.toml (b12) is the buyer league's recipe with `budget_hint`
+    and nothing else: docs/training.md compares the two on the same seeds."""
+    buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
+    hint = read_toml_table(EXAMPLES / "buyer-hint-league.toml", "league")
+    differing = {k for k in buyer.keys() | hint.keys() if buyer.get(k) != hint.get(k)}
+    assert differing == {"name", "learner"}
+    assert hint["learner"] == {**buyer["learner"], "budget_hint": True}
+    assert "budget_hint" not in buyer["learner"]
+
+
+def test_the_ladder_buyer_league_is_the_buyer_league_with_the_buyer_aids_and_ladder_teachers():
+    """examples/buyer-ladder-league.toml (b10) is the buyer league's recipe with the two buyer
+    aids and a warm start whose teachers bid on the ladder, and nothing else."""
+    buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
+    ladder = read_toml_table(EXAMPLES / "buyer-ladder-league.toml", "league")
+    differing = {k for k in buyer.keys() | ladder.keys() if buyer.get(k) != ladder.get(k)}
+    assert differing == {"name", "learner"}
+    before, learner = buyer["learner"], ladder["learner"]
+    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    assert changed == {"ladder", "budget_hint", "warm_start"}
+    assert (learner["ladder"], learner["budget_hint"]) == (9, True)
+    config = LeagueConfig.from_toml(EXAMPLES / "buyer-ladder-league.toml")
+    for spec in config.learner.warm_start_specs:
+        assert parse_spec(spec).params["ladder"] == "9"  # the teachers bid the rungs it reads
+
+
 def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
     """examples/handoff-buyer-league.toml is a copy of the buyer league's recipe (TOML has no
     include): it may differ in its name, its seeds and its training clock only, so a change to
@@ -438,6 +465,7 @@ def learner_toml(extra: str) -> str:
         ("train_market = { price_jitter = 9.0 }\n", "price_jitter must lie in"),
         ("[league.learner.tiny]\nhidden = 100\nheads = 8\n", "divisible by heads=8"),
         ("[league.learner.tiny]\nwidth = 3\n", "unknown key 'width'"),
+        ("ladder = 10\n", r"league\.learner\.ladder must lie in 0\.\.9 \(tenths of the budget\)"),
     ],
 )
 def test_model_side_settings_are_checked_with_the_key_named(tmp_path, extra, message):

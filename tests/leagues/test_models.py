@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 
 from leagues.config import LeagueConfig
-from leagues.models import base_folder, building, prepare_base_model, tiny_model_folder
+from leagues.models import (
+    base_folder,
+    base_settings,
+    building,
+    prepare_base_model,
+    tiny_model_folder,
+)
 from leagues.numerics import COMPARED, NUMERICS_FILE, numeric_environment, numerics_differ
+from leagues.plan import learner_params
 from leagues.trainer import save_atomically
 
 from .leagues import league_config
@@ -44,6 +51,26 @@ def test_leagues_with_one_tiny_recipe_share_the_tiny_model_but_not_the_warm_star
     assert base_folder(seller, folder / "sell") != base_folder(buyer, folder / "buy")
     assert tiny_model_folder(wider, folder / "sell") != tiny_model_folder(seller, folder / "sell")
     assert tiny_model_folder(seller, folder / "sell").parent == folder / "bases"
+
+
+def test_a_buyers_aids_have_their_own_base_and_specs_and_leagues_without_them_keep_theirs(tmp_path):
+    _, buyer, _ = _recipes(tmp_path)
+    laddered = dataclasses.replace(
+        buyer, learner=dataclasses.replace(buyer.learner, ladder=4, budget_hint=True)
+    )
+    folder = tmp_path / "files" / "buy"
+    assert "ladder" not in base_settings(buyer)["warm"]  # the names of earlier bases stay
+    assert base_folder(laddered, folder) != base_folder(buyer, folder)
+    assert tiny_model_folder(laddered, folder) == tiny_model_folder(buyer, folder)
+    assert "budget_hint" not in base_settings(buyer)["warm"]
+    params = learner_params(laddered.learner)  # trained and rated with them
+    assert (params["ladder"], params["budget_hint"]) == ("4", "true")
+    assert not {"ladder", "budget_hint"} & learner_params(buyer.learner).keys()
+    dataclasses.replace(buyer, preset="multi-product", market={})  # without a ladder: fine
+    for aid in ({"ladder": 4}, {"budget_hint": True}):
+        learner = dataclasses.replace(buyer.learner, **aid)
+        with pytest.raises(ValueError, match=f"{next(iter(aid))} is written for single-product"):
+            dataclasses.replace(buyer, preset="multi-product", market={}, learner=learner)
 
 
 def test_a_tiny_model_stored_inside_an_earlier_base_folder_is_kept_there(tmp_path):
