@@ -51,7 +51,7 @@ from agents.scripted import make_scripted
 from agents.specs import AgentSpec, SpecError, build_config, parse_spec
 from agents.steering import check_steer, steer_for
 from arena.game import BuyerView, SellerView
-from arena.money import MAX_LADDER_RUNGS
+from arena.money import check_ladder
 from arena.protocol import (
     BuyerMessage,
     FormatViolation,
@@ -131,10 +131,7 @@ class LLMAgentConfig:
 
     def __post_init__(self) -> None:
         check_steer(self.steer)
-        if not 0 <= self.ladder <= MAX_LADDER_RUNGS:
-            raise ValueError(
-                f"ladder={self.ladder} is out of range: use 0 (none) to {MAX_LADDER_RUNGS} rungs"
-            )
+        check_ladder(self.ladder)
         if self.persona and self.persona not in personas():
             raise ValueError(
                 f"persona={self.persona!r} is unknown; choose one of {', '.join(personas())}"

@@ -44,6 +44,15 @@ MAX_LADDER_RUNGS = 9
 """A budget ladder goes down in tenths: 90% of the budget at most nine times, to 10%."""
 
 
+def check_ladder(rungs: int) -> None:
+    """The one check of a ladder setting (agents, scripted buyers, leagues): 0 to 9 rungs."""
+    if isinstance(rungs, bool) or not isinstance(rungs, int) or not 0 <= rungs <= MAX_LADDER_RUNGS:
+        raise ValueError(
+            f"ladder={rungs!r} is out of range: a budget ladder has 0 (none) to "
+            f"{MAX_LADDER_RUNGS} rungs"
+        )
+
+
 def budget_ladder(budget: float, rungs: int) -> tuple[float, ...]:
     """The offers at 90%, 80%, ... of a budget (``rungs`` tenths down), floored to cents.
 
@@ -51,6 +60,5 @@ def budget_ladder(budget: float, rungs: int) -> tuple[float, ...]:
     shares of its own budget written out, so that a model which copies numbers but cannot
     multiply can still bid a share of its budget of its choosing.
     """
-    if not 0 <= rungs <= MAX_LADDER_RUNGS:
-        raise ValueError(f"ladder={rungs}: a budget ladder has 0 to {MAX_LADDER_RUNGS} rungs")
+    check_ladder(rungs)
     return tuple(floor_cents(budget * (10 - k) / 10) for k in range(1, rungs + 1))

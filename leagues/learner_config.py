@@ -13,7 +13,7 @@ from agents import check_spec
 from agents.prompts import PROMPT_STYLES
 from agents.specs import SpecError, parse_spec
 from agents.steering import STEERS
-from arena.money import MAX_LADDER_RUNGS
+from arena.money import check_ladder
 from arena.seats import ROLES
 from arena.settings import about as _help
 from arena.settings import check_positive_int as _positive_int
@@ -316,11 +316,10 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.prompt must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt!r}"
             )
-        if not 0 <= self.ladder <= MAX_LADDER_RUNGS:
-            raise ValueError(
-                f"{where}.ladder must lie in 0..{MAX_LADDER_RUNGS} (tenths of the budget), "
-                f"got {self.ladder}"
-            )
+        try:
+            check_ladder(self.ladder)
+        except ValueError as exc:
+            raise ValueError(f"{where}.ladder: {exc}") from None
         if self.steer not in STEERS:
             raise ValueError(
                 f"{where}.steer must be one of {', '.join(STEERS)}, got {self.steer!r}"

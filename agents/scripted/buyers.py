@@ -26,7 +26,7 @@ import numpy as np
 
 from agents.base import EpisodeContext
 from arena.game import BuyerView
-from arena.money import MAX_LADDER_RUNGS, budget_ladder, cents, floor_cents
+from arena.money import budget_ladder, cents, check_ladder, floor_cents
 from arena.protocol import BuyerMessage, Kind, render_buyer
 
 
@@ -66,8 +66,7 @@ class BuyerStyle:
             raise ValueError("opening must lie in (0, 1]")
         if not 0.0 <= self.jitter < 1.0:
             raise ValueError("jitter must lie in [0, 1)")
-        if not 0 <= self.ladder <= MAX_LADDER_RUNGS:
-            raise ValueError(f"ladder must lie in 0..{MAX_LADDER_RUNGS} (rungs of tenths)")
+        check_ladder(self.ladder)
 
 
 def on_ladder(bid: float, budget: float, rungs: int) -> float:

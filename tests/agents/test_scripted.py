@@ -258,7 +258,7 @@ def test_bad_spec_strings_are_rejected_with_the_reason(spec: str, message: str):
         ("scripted:prober?threshold=2", "seller", "threshold must lie in"),
         ("scripted:time?e=-1", "seller", "e must be a positive number"),
         ("scripted:time?accept=1.5", "buyer", r"accept must lie in \[0, 1\]"),
-        ("scripted:time?ladder=10", "buyer", r"ladder must lie in 0..9"),
+        ("scripted:time?ladder=10", "buyer", r"ladder=10 is out of range"),
     ],
 )
 def test_bad_scripted_specs_fail_to_build_naming_the_problem(spec: str, role: str, message: str):

@@ -57,5 +57,5 @@ def test_a_budget_ladder_steps_down_in_tenths_of_the_budget_never_above_it(
 def test_a_budget_ladder_refuses_rungs_it_cannot_write() -> None:
     assert budget_ladder(8.77, 3) == (7.89, 7.01, 6.13)
     for rungs in (-1, 10):
-        with pytest.raises(ValueError, match="0 to 9 rungs"):
+        with pytest.raises(ValueError, match=r"0 \(none\) to 9 rungs"):
             budget_ladder(8.77, rungs)
