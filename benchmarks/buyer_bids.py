@@ -7,8 +7,10 @@
 One line per buyer agent that filled every buyer seat against the seller (``--seller``, default
 ``scripted:prober``): episodes, its replies after each seat's first message by kind, the
 malformed ones (re-sampled), the median bid over the seat's budget, the bids at or above the
-seller's cost of the product, and the deal rate and mean deal price over list. docs/training.md
-quotes it for c13 and c14 (why the trained buyers take the list price).
+seller's cost of the product, the bids on the budget's ladder (a whole tenth of the budget, 10%
+to 100%, floored to cents: the rungs of the ``ladder`` agent option), and the deal rate and mean
+deal price over list. docs/training.md quotes it for c13 and c14 (why the trained buyers take
+the list price) and for the ladder runs (b10, c24: whether the model copies a rung).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from arena.money import MAX_LADDER_RUNGS, budget_ladder, cents, floor_cents
 from arena.records import EpisodeRecord
 from arena.seats import SELLER, buyer_index
 from leagues.state import league_records
@@ -27,7 +30,7 @@ from tournaments.store import Store
 def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
     """Counts over the buyers' replies after their first message (see the module docstring)."""
     kinds: Counter[str] = Counter()
-    malformed, ratios, at_cost = 0, [], 0
+    malformed, ratios, at_cost, on_ladder = 0, [], 0, 0
     for record in episodes:
         opened: set[str] = set()
         for turn in record.result.turns:
@@ -46,6 +49,8 @@ def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
                 budget = record.scenario.valuations[buyer_index(turn.agent)][product]
                 ratios.append(turn.price / budget)
                 at_cost += turn.price >= record.scenario.costs[product]
+                rungs = (floor_cents(budget), *budget_ladder(budget, MAX_LADDER_RUNGS))
+                on_ladder += cents(turn.price) in {cents(p) for p in rungs}
     deals = [r for r in episodes if r.result.deals]
     over_list = [
         d.price / r.scenario.products[d.product].list_price for r in deals for d in r.result.deals
@@ -56,6 +61,7 @@ def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
         "malformed": malformed,
         "bid_over_budget_median": statistics.median(ratios) if ratios else None,
         "bids_at_or_above_cost": at_cost,
+        "bids_on_the_ladder": on_ladder,
         "bids": len(ratios),
         "deal_rate": len(deals) / len(episodes) if episodes else None,
         "deal_price_over_list": statistics.mean(over_list) if over_list else None,
@@ -83,7 +89,8 @@ def main() -> None:
             f"{labels.get(spec, spec)[:40]:40s} episodes {f['episodes']}, replies {f['replies']}, "
             f"malformed {f['malformed']}, bid/budget median "
             f"{'-' if median is None else f'{median:.2f}'}, bids >= cost "
-            f"{f['bids_at_or_above_cost']} of {f['bids']}, deal rate {f['deal_rate']:.2f} at "
+            f"{f['bids_at_or_above_cost']} of {f['bids']}, on the ladder "
+            f"{f['bids_on_the_ladder']}, deal rate {f['deal_rate']:.2f} at "
             f"{'-' if price is None else f'{price:.2f}'} of list"
         )
 

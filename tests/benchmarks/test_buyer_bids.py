@@ -36,3 +36,13 @@ def test_the_bid_counts_agree_with_the_episodes_they_are_read_from():
     assert figures["bid_over_budget_median"] <= 1.0  # a time buyer never bids over its budget
     assert figures["deal_rate"] == sum(bool(r.result.deals) for r in records) / 12
     assert figures["deal_price_over_list"] <= 1.0
+    assert figures["bids_on_the_ladder"] < figures["bids"]  # time bids between the rungs
+
+
+def test_a_buyer_on_the_ladder_has_every_bid_after_its_opening_counted_on_it():
+    config = get_preset("bilateral")
+    scenarios = make_scenarios(config, load_catalog(None), 5, 12)
+    climber = "scripted:time?e=1&opening=0.3&jitter=0&ladder=9"
+    records, _ = play_vs_pool(config, scenarios, "scripted:prober", [climber])
+    figures = load_script().bid_figures(records)
+    assert figures["bids"] > 0 and figures["bids_on_the_ladder"] == figures["bids"]
