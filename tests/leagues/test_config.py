@@ -219,6 +219,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CHAINED = sorted(p.name for p in EXAMPLES.glob("*league.toml") if '"../runs/' in p.read_text())
 
 
+def changed_keys(before: dict, after: dict) -> set[str]:
+    """The keys two TOML tables disagree on (present in one only, or with another value)."""
+    return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+
+
 @pytest.mark.parametrize("example", CHAINED)
 def test_an_example_starting_from_other_leagues_reads_once_the_folders_it_names_exist(
     tmp_path, monkeypatch, example
@@ -303,7 +308,7 @@ def test_the_handoff_coevolution_is_the_coevolution_recipe_from_the_handoffs_che
     league's last buyer: a change to the recipe that is not carried over fails here."""
     recipe = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
     chained = read_toml_table(EXAMPLES / "handoff-coevolution-league.toml", "league")
-    differing = {k for k in recipe.keys() | chained.keys() if recipe.get(k) != chained.get(k)}
+    differing = changed_keys(recipe, chained)
     assert differing == {"name", "learner"}
     base = {"model", "tiny", "base_seed"} | {k for k in recipe["learner"] if "warm_start" in k}
     assert {k: v for k, v in chained["learner"].items() if k not in ("model", "start")} == {
@@ -332,7 +337,7 @@ def test_the_nash_coevolution_is_the_handoff_coevolution_with_c17_to_c20s_change
     its start the learning league's seller, 96 held-out episodes."""
     chained = read_toml_table(EXAMPLES / "handoff-coevolution-league.toml", "league")
     nash = read_toml_table(EXAMPLES / "handoff-coevolution-nash-league.toml", "league")
-    differing = {k for k in chained.keys() | nash.keys() if chained.get(k) != nash.get(k)}
+    differing = changed_keys(chained, nash)
     assert differing == {"name", "buyers", "learner"}
     assert nash["buyers"][:2] == chained["buyers"]
     assert (
@@ -340,7 +345,7 @@ def test_the_nash_coevolution_is_the_handoff_coevolution_with_c17_to_c20s_change
         == read_toml_table(EXAMPLES / "handoff-continued-league.toml", "league")["buyers"]
     )  # the two hand-off buyers
     learner, before = nash["learner"], chained["learner"]
-    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    changed = changed_keys(learner, before)
     assert changed == {"eval_episodes", "start", "side_train"}
     assert (before["eval_episodes"], learner["eval_episodes"]) == (48, 96)
     assert learner["start"] == {
@@ -365,10 +370,10 @@ def test_a_later_coevolution_is_the_nash_coevolution_with_its_seller_settings_on
     seller's opponent settings docs/training.md measures them by, and nothing else."""
     nash = read_toml_table(EXAMPLES / "handoff-coevolution-nash-league.toml", "league")
     later = read_toml_table(EXAMPLES / example, "league")
-    differing = {k for k in nash.keys() | later.keys() if nash.get(k) != later.get(k)}
+    differing = changed_keys(nash, later)
     assert differing == {"name", "learner"}
     before, learner = nash["learner"], later["learner"]
-    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    changed = changed_keys(learner, before)
     assert changed == {"side_train"}
     assert learner["side_train"] == {
         **before["side_train"],
@@ -381,10 +386,10 @@ def test_the_warm_buyer_coevolution_is_c22_with_the_buyers_temperature_only():
     sampling at 1.0 while it trains, and nothing else."""
     models = read_toml_table(EXAMPLES / "handoff-coevolution-models-league.toml", "league")
     warm = read_toml_table(EXAMPLES / "handoff-coevolution-warm-buyer-league.toml", "league")
-    differing = {k for k in models.keys() | warm.keys() if models.get(k) != warm.get(k)}
+    differing = changed_keys(models, warm)
     assert differing == {"name", "learner"}
     before, learner = models["learner"], warm["learner"]
-    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    changed = changed_keys(learner, before)
     assert changed == {"side_train"}
     side, was = learner["side_train"], before["side_train"]
     assert side == {**was, "buyer": {**was["buyer"], "temperature": 1.0}}
@@ -396,7 +401,7 @@ def test_the_hint_buyer_league_is_the_buyer_league_with_the_budget_hint_only():
     and nothing else: docs/training.md compares the two on the same seeds."""
     buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
     hint = read_toml_table(EXAMPLES / "buyer-hint-league.toml", "league")
-    differing = {k for k in buyer.keys() | hint.keys() if buyer.get(k) != hint.get(k)}
+    differing = changed_keys(buyer, hint)
     assert differing == {"name", "learner"}
     assert hint["learner"] == {**buyer["learner"], "budget_hint": True}
     assert "budget_hint" not in buyer["learner"]
@@ -407,10 +412,10 @@ def test_the_ladder_buyer_league_is_the_buyer_league_with_the_buyer_aids_and_lad
     aids and a warm start whose teachers bid on the ladder, and nothing else."""
     buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
     ladder = read_toml_table(EXAMPLES / "buyer-ladder-league.toml", "league")
-    differing = {k for k in buyer.keys() | ladder.keys() if buyer.get(k) != ladder.get(k)}
+    differing = changed_keys(buyer, ladder)
     assert differing == {"name", "learner"}
     before, learner = buyer["learner"], ladder["learner"]
-    changed = {k for k in learner.keys() | before.keys() if learner.get(k) != before.get(k)}
+    changed = changed_keys(learner, before)
     assert changed == {"ladder", "budget_hint", "warm_start"}
     assert (learner["ladder"], learner["budget_hint"]) == (9, True)
     config = LeagueConfig.from_toml(EXAMPLES / "buyer-ladder-league.toml")
@@ -424,10 +429,9 @@ def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
     the buyer league that is not carried over fails here."""
     buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
     handoff = read_toml_table(EXAMPLES / "handoff-buyer-league.toml", "league")
-    differing = {k for k in buyer.keys() | handoff.keys() if buyer.get(k) != handoff.get(k)}
+    differing = changed_keys(buyer, handoff)
     assert differing == {"name", "seeds", "learner"}
-    learner = {k for k in buyer["learner"].keys() | handoff["learner"].keys()
-               if buyer["learner"].get(k) != handoff["learner"].get(k)}  # fmt: skip
+    learner = changed_keys(buyer["learner"], handoff["learner"])
     assert learner == {"train_market"}
     assert handoff["learner"]["train_market"] == {
         **buyer["learner"]["train_market"], "per_buyer_cap": 3, "total_turns": 3,
@@ -670,7 +674,7 @@ def test_the_continued_leagues_from_another_start_change_the_start_and_nothing_i
     examples/continued-compare-from<n>.toml plays its checkpoints as continued-compare.toml does."""
     first = read_toml_table(EXAMPLES / f"{kind}-continued-league.toml", "league")
     other = read_toml_table(EXAMPLES / f"{kind}-continued-from{start}-league.toml", "league")
-    differing = {k for k in first.keys() | other.keys() if first.get(k) != other.get(k)}
+    differing = changed_keys(first, other)
     assert differing == {"name", "seeds", "sellers", "learner"}
     assert other["name"] == f"{first['name']}-from{start}"
     assert {**other["learner"], "start": first["learner"]["start"]} == first["learner"]
