@@ -396,45 +396,45 @@ def test_the_warm_buyer_coevolution_is_c22_with_the_buyers_temperature_only():
     assert "temperature" not in was["buyer"] and before["train"]["temperature"] == 0.7
 
 
-def test_the_hint_buyer_league_is_the_buyer_league_with_the_budget_hint_only():
-    """examples/buyer-hint-league.toml (b12) is the buyer league's recipe with `budget_hint`
-    and nothing else: docs/training.md compares the two on the same seeds."""
+def test_the_buyer_league_is_the_hint_league_at_half_its_learning_rate():
+    """examples/buyer-league.toml (k3) is b12's file (examples/buyer-hint-league.toml) at half
+    its learning rate and nothing else: docs/training.md compares the two on the same seeds."""
     buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
     hint = read_toml_table(EXAMPLES / "buyer-hint-league.toml", "league")
-    differing = changed_keys(buyer, hint)
-    assert differing == {"name", "learner"}
-    assert hint["learner"] == {**buyer["learner"], "budget_hint": True}
-    assert "budget_hint" not in buyer["learner"]
+    assert changed_keys(buyer, hint) == {"name", "learner"}
+    assert changed_keys(buyer["learner"], hint["learner"]) == {"train"}
+    assert changed_keys(buyer["learner"]["train"], hint["learner"]["train"]) == {"learning_rate"}
+    assert (
+        buyer["learner"]["train"]["learning_rate"] * 2 == hint["learner"]["train"]["learning_rate"]
+    )
+    assert buyer["learner"]["budget_hint"] is hint["learner"]["budget_hint"] is True
 
 
-def test_the_ladder_buyer_league_is_the_buyer_league_with_the_buyer_aids_and_ladder_teachers():
-    """examples/buyer-ladder-league.toml (b10) is the buyer league's recipe with the two buyer
-    aids and a warm start whose teachers bid on the ladder, and nothing else."""
-    buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
+def test_the_ladder_buyer_league_is_the_hint_league_with_the_ladder_and_ladder_teachers():
+    """examples/buyer-ladder-league.toml (b10) is b12's recipe with the ladder and a warm start
+    whose teachers bid on it, and nothing else."""
+    hint = read_toml_table(EXAMPLES / "buyer-hint-league.toml", "league")
     ladder = read_toml_table(EXAMPLES / "buyer-ladder-league.toml", "league")
-    differing = changed_keys(buyer, ladder)
-    assert differing == {"name", "learner"}
-    before, learner = buyer["learner"], ladder["learner"]
-    changed = changed_keys(learner, before)
-    assert changed == {"ladder", "budget_hint", "warm_start"}
-    assert (learner["ladder"], learner["budget_hint"]) == (9, True)
+    assert changed_keys(hint, ladder) == {"name", "learner"}
+    assert changed_keys(hint["learner"], ladder["learner"]) == {"ladder", "warm_start"}
+    assert (ladder["learner"]["ladder"], ladder["learner"]["budget_hint"]) == (9, True)
     config = LeagueConfig.from_toml(EXAMPLES / "buyer-ladder-league.toml")
     for spec in config.learner.warm_start_specs:
         assert parse_spec(spec).params["ladder"] == "9"  # the teachers bid the rungs it reads
 
 
-def test_the_handoff_buyers_are_the_buyer_league_on_the_three_buyer_clock():
-    """examples/handoff-buyer-league.toml is a copy of the buyer league's recipe (TOML has no
-    include): it may differ in its name, its seeds and its training clock only, so a change to
-    the buyer league that is not carried over fails here."""
-    buyer = read_toml_table(EXAMPLES / "buyer-league.toml", "league")
+def test_the_handoff_buyers_are_b6m_on_the_three_buyer_clock():
+    """examples/handoff-buyer-league.toml is a copy of b6m, the buyer league's recipe before the
+    budget hint (b12's file without `budget_hint`; TOML has no include): it may differ in its
+    name, its seeds and its training clock only, so that its checkpoints, which the chained
+    hand-off examples name, stay the ones docs/training.md measured."""
+    hint = read_toml_table(EXAMPLES / "buyer-hint-league.toml", "league")
     handoff = read_toml_table(EXAMPLES / "handoff-buyer-league.toml", "league")
-    differing = changed_keys(buyer, handoff)
-    assert differing == {"name", "seeds", "learner"}
-    learner = changed_keys(buyer["learner"], handoff["learner"])
-    assert learner == {"train_market"}
+    assert changed_keys(hint, handoff) == {"name", "seeds", "learner"}
+    assert changed_keys(hint["learner"], handoff["learner"]) == {"train_market", "budget_hint"}
+    assert "budget_hint" not in handoff["learner"]
     assert handoff["learner"]["train_market"] == {
-        **buyer["learner"]["train_market"], "per_buyer_cap": 3, "total_turns": 3,
+        **hint["learner"]["train_market"], "per_buyer_cap": 3, "total_turns": 3,
     }  # fmt: skip
     clock = LeagueConfig.from_toml(EXAMPLES / "handoff-buyer-league.toml").train_market_config()
     three_buyers = LeagueConfig.from_toml(EXAMPLES / "coevolution-league.toml").market_config()
