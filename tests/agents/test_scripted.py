@@ -165,14 +165,20 @@ def test_satisficer_closes_on_a_standing_bid_at_or_above_cost_at_once():
     assert (deal.buyer, deal.price, deal.closed_by, deal.turn) == (1, 19.00, "seller", 1)
 
 
-def test_a_time_buyer_with_accept_takes_the_first_offer_at_or_below_that_share_of_its_budget():
+def with_and_without(knob: str, buyer: str, seller: str, seed: int) -> list[tuple]:
+    """The same 48 bilateral scenarios played against ``seller`` by ``buyer`` and by ``buyer``
+    with ``knob`` added: (without, with) record pairs, so a test compares like with like."""
     config = get_preset("bilateral")
-    scenarios = make_scenarios(config, CATALOG, 3, 48)
+    scenarios = make_scenarios(config, CATALOG, seed, 48)
+    plain = play_vs_pool(config, scenarios, seller, [buyer])[0]
+    changed = play_vs_pool(config, scenarios, seller, [f"{buyer}&{knob}"])[0]
+    return list(zip(plain, changed, strict=True))
+
+
+def test_a_time_buyer_with_accept_takes_the_first_offer_at_or_below_that_share_of_its_budget():
     patient = "scripted:time?e=0.01&opening=0.1&jitter=0"
-    plain = play_vs_pool(config, scenarios, "scripted:time?e=0.5", [patient])[0]
-    eager = play_vs_pool(config, scenarios, "scripted:time?e=0.5", [patient + "&accept=0.9"])[0]
     earlier = 0
-    for before, after in zip(plain, eager, strict=True):
+    for before, after in with_and_without("accept=0.9", patient, "scripted:time?e=0.5", 3):
         assert_rational_and_valid(after)
         limit = cents(floor_cents(0.9 * after.scenario.valuations[0][0]))
         offers = [t for t in after.result.turns if t.agent == "seller" and t.kind == "SELL"]
@@ -188,13 +194,9 @@ def test_a_time_buyer_with_accept_takes_the_first_offer_at_or_below_that_share_o
 
 
 def test_a_time_buyer_on_a_ladder_bids_only_its_rungs_or_its_budget():
-    config = get_preset("bilateral")
-    scenarios = make_scenarios(config, CATALOG, 5, 48)
     climber = "scripted:time?e=1&opening=0.3&jitter=0"
-    free = play_vs_pool(config, scenarios, "scripted:prober", [climber])[0]
-    laddered = play_vs_pool(config, scenarios, "scripted:prober", [climber + "&ladder=9"])[0]
     off_ladder = 0
-    for before, after in zip(free, laddered, strict=True):
+    for before, after in with_and_without("ladder=9", climber, "scripted:prober", 5):
         assert_rational_and_valid(after)
         budget = after.scenario.valuations[0][0]
         allowed = {cents(p) for p in (floor_cents(budget), *budget_ladder(budget, 9))}
