@@ -132,6 +132,8 @@ class LLMAgentConfig:
     def __post_init__(self) -> None:
         check_steer(self.steer)
         check_ladder(self.ladder)
+        if self.steer == "ladder" and not self.ladder:
+            raise ValueError("steer=ladder holds a buyer's bids to its ladder: set ladder=N too")
         if self.persona and self.persona not in personas():
             raise ValueError(
                 f"persona={self.persona!r} is unknown; choose one of {', '.join(personas())}"
@@ -321,7 +323,7 @@ class LLMAgent:
             # The adapter of an AdapterView back-end (agents.backends.adapters); None otherwise.
             adapter=getattr(self.backend, "adapter", None),
             conversation=self.conversation_id,
-            steer=steer_for(view, self.config.steer),
+            steer=steer_for(view, self.config.steer, self.config.ladder),
         )
 
     def receive(self, completion: Completion) -> str:

@@ -52,6 +52,17 @@ a format violation that teaches nothing about bargaining. Everything after a lab
 model's: its thought, its words, its move and its price, and the budget (a buyer's bid above its
 budget is scored -1, like a seller's below cost).
 
+With ``steer=ladder`` a buyer's bids are held to its budget ladder (the agent option
+``ladder=N``, :func:`arena.money.budget_ladder`): everything of ``protocol``, and the price of a
+``[BUY]`` is drawn among the ladder's rungs and the budget itself, the prices the scripted
+buyers bid on (``agents.scripted.buyers.on_ladder``). Digit by digit, the next character is held
+to those that continue some rung (a draw outside them is drawn again among them and marked
+forced, like a target digit); the turn ends once a rung is written. Which rung, and whether to
+bid, accept or quit, stay the model's: the ladder makes the share of its budget it bids a
+choice among ten rather than arithmetic the tiny model cannot do, and a group's episodes then
+differ by that choice. A seller under ``ladder`` is steered as under ``protocol``; a price is
+held only where the tokenizer writes digits and the decimal point as tokens of their own.
+
 Only single-product markets are steered (a multi-product DEAL also names its product). The hf
 back-end and the league's hf sampler steer; the vllm and openai back-ends refuse the option.
 """
@@ -63,15 +74,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from arena.money import format_price
+from arena.money import budget_ladder, floor_cents, format_price
 from arena.protocol import BUYER_KINDS, SELLER_KINDS, Kind
 from arena.rules import is_active
 from arena.views import BuyerView, SellerView
 
-STEERS: tuple[str, ...] = ("none", "deal", "legal", "protocol")
+STEERS: tuple[str, ...] = ("none", "deal", "legal", "protocol", "ladder")
 """Values of the agent option ``steer``: none (plain sampling), deal (the ``[DEAL]`` price),
-legal (the price and a target among the active channels) or protocol (legal, and every line's
-field label; a buyer's labels too); module docstring."""
+legal (the price and a target among the active channels), protocol (legal, and every line's
+field label; a buyer's labels too) or ladder (protocol, and a buyer's bids on its budget
+ladder; needs ``ladder=N``); module docstring."""
+STRUCTURED = ("protocol", "ladder")
+"""The steers that write every line's field label."""
 
 SELLER_FIELDS = ("Thought", "Target", "Talk", "Action")
 BUYER_FIELDS = ("Thought", "Talk", "Action")
@@ -98,6 +112,9 @@ class Steer:
     opening: str | None = None
     """A buyer's regulated opening bid as the protocol renders it (Section 3.3's first-offer
     regulator): its whole Action line is written, ``[BUY]`` at that price; None: no regulator."""
+    prices: tuple[str, ...] = ()
+    """Under ``steer=ladder``, the prices a buyer's ``[BUY]`` may name, as written after its
+    ``$`` (its ladder's rungs and its budget); empty: the price is the model's alone."""
 
     def forced(self, reply: str) -> tuple[str, bool] | None:
         """(text to write next, whether the turn ends after it) for ``reply`` (the text so
@@ -107,6 +124,8 @@ class Steer:
         if price is not None:
             return price, True
         line = reply.rsplit("\n", 1)[-1]
+        if self.bid_written(line) in self.prices:  # a rung written in full ends the turn
+            return "", True
         if self.fields is not None and self.active:  # the Target line: " <digit>\n"
             if line == "Target:":
                 return " ", False
@@ -162,7 +181,19 @@ class Steer:
             return frozenset(str(number) for number in self.active)
         if line == "Action: [":
             return frozenset(self.kinds())
+        written = self.bid_written(line)
+        if written is not None and self.prices:
+            return frozenset(
+                p[len(written)] for p in self.prices if p.startswith(written) and p != written
+            )
         return frozenset()
+
+    @staticmethod
+    def bid_written(line: str) -> str | None:
+        """The price a buyer's ``[BUY]`` line has written so far after its ``$``; None when
+        ``line`` is not such a line."""
+        head = "Action: [BUY] $"
+        return line[len(head) :] if line.startswith(head) else None
 
     def standing(self, reply: str) -> str | None:
         """The standing price a ``[DEAL]`` in ``reply`` takes: its Target's bid for a seller,
@@ -188,20 +219,25 @@ class Steer:
         return price[len(written) :]
 
 
-def steer_for(view: Any, steer: str = "deal") -> Steer | None:
+def steer_for(view: Any, steer: str = "deal", ladder: int = 0) -> Steer | None:
     """The steer at this view under option ``steer``: a seller's gets the standing bid of every
-    buyer, for ``legal`` and ``protocol`` the active channels, for ``protocol`` its field
-    labels; a buyer's, its field labels under ``protocol`` (None for ``none``, a multi-product
-    market, a buyer under another steer, or a ``deal`` steer on a board without bids)."""
+    buyer, for ``legal``, ``protocol`` and ``ladder`` the active channels, for the last two its
+    field labels; a buyer's, its field labels under ``protocol`` and ``ladder``, under
+    ``ladder`` its bids on the ``ladder`` rungs of its budget (None for ``none``, a
+    multi-product market, a buyer under another steer, or a ``deal`` steer on a board without
+    bids)."""
     if steer == "none" or len(view.products) != 1:
         return None
     if isinstance(view, BuyerView):
-        if steer != "protocol":
+        if steer not in STRUCTURED:
             return None
+        if steer == "ladder" and not ladder:
+            raise ValueError("steer=ladder holds a buyer's bids to its ladder: set ladder=N too")
         offer = () if view.offer is None else ((1, format_price(view.offer)),)
         regulated = view.regulated_opening if view.opening else None
         opening = None if regulated is None else format_price(regulated)
-        return Steer(offer, fields=BUYER_FIELDS, opening=opening)
+        prices = ladder_prices(view.valuations[0], ladder) if steer == "ladder" else ()
+        return Steer(offer, fields=BUYER_FIELDS, opening=opening, prices=prices)
     if not isinstance(view, SellerView):
         return None
     bids = tuple(
@@ -210,10 +246,17 @@ def steer_for(view: Any, steer: str = "deal") -> Steer | None:
         if channel.bid is not None
     )
     active = None
-    if steer in ("legal", "protocol") and len(view.channels) <= 9:
+    if steer in ("legal", *STRUCTURED) and len(view.channels) <= 9:
         active = tuple(i + 1 for i, c in enumerate(view.channels) if is_active(c.status))
-    fields = SELLER_FIELDS if steer == "protocol" else None
+    fields = SELLER_FIELDS if steer in STRUCTURED else None
     return Steer(bids, active, fields) if bids or active or fields else None
+
+
+def ladder_prices(budget: float, rungs: int) -> tuple[str, ...]:
+    """The bids ``steer=ladder`` holds a buyer to, as written after ``$``: the budget and its
+    ``rungs`` ladder prices (the scripted buyers' ``on_ladder`` prices)."""
+    prices = (floor_cents(budget), *budget_ladder(budget, rungs))
+    return tuple(dict.fromkeys(format_price(p).removeprefix("$") for p in prices))
 
 
 class Guidance(NamedTuple):
@@ -246,7 +289,7 @@ def token_steer(
     if all(steer is None for steer in steers):
         return None
     single = {}  # the digits and action tags that are one token each: what a draw may be held to
-    for text in (*"0123456789", *Kind.__members__):
+    for text in (*"0123456789.,", *Kind.__members__):
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(ids) == 1:
             single[text] = ids[0]
@@ -261,7 +304,8 @@ def token_steer(
             text, ends = forced
             tokens = tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
             return Guidance([*tokens, end_token] if ends else tokens, frozenset())
-        allowed = frozenset(single[c] for c in steer.choices(reply) if c in single)
+        choices = steer.choices(reply)  # held only where each choice is a token of its own
+        allowed = frozenset(single[c] for c in choices) if choices <= single.keys() else None
         if allowed:
             return Guidance([], frozenset(), allowed)
         banned = frozenset(single[d] for d in steer.banned_digits(reply) if d in single)

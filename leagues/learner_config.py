@@ -324,6 +324,11 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.steer must be one of {', '.join(STEERS)}, got {self.steer!r}"
             )
+        if self.steer == "ladder" and not self.ladder:
+            raise ValueError(
+                f"{where}.steer = 'ladder' holds the buyer's bids to its budget ladder: set "
+                f"{where}.ladder = N (1-9 rungs) too"
+            )
         if self.steer != "none" and self.train.use_vllm:
             raise ValueError(
                 f"{where}.steer = {self.steer!r} runs on the hf sampler and back-end; with "

@@ -15,11 +15,11 @@ from agents.backends import backend_from_spec
 from agents.backends.base import ChatRequest, SamplingConfig
 from agents.llm import check_llm_spec, make_llm_agent
 from agents.specs import SpecError
-from agents.steering import Steer, steer_for
+from agents.steering import Steer, ladder_prices, steer_for
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.game import Market
-from arena.money import format_price
+from arena.money import budget_ladder, floor_cents, format_price
 from arena.protocol import parse_seller
 from arena.scenarios import make_scenario
 
@@ -327,3 +327,70 @@ def test_replies_decoded_under_the_protocol_steer_open_every_line_with_its_label
         assert len(lines) == len(labels) or reply.tokens_out == sampling.max_tokens
         assert all(line.startswith(label) for line, label in zip(lines, labels, strict=False))
     assert any(len(r.text.split("\n")) > 1 for r in replies)  # a newline was drawn somewhere
+
+
+RUNGS = Steer((), fields=("Thought", "Talk", "Action"), prices=("43.47", "39.12", "34.77", "4.34"))
+BID = "Thought: x\nTalk: hi\nAction: [BUY] $"
+
+
+def test_the_ladder_steer_holds_a_buyers_bid_to_its_rungs_character_by_character():
+    assert RUNGS.forced(BID[:-2]) == (" $", False)  # as under protocol
+    assert RUNGS.choices(BID) == frozenset({"4", "3"})
+    assert RUNGS.choices(BID + "4") == frozenset({"3", "."})  # 43.47 or 4.34
+    assert RUNGS.choices(BID + "4.") == frozenset({"3"})
+    assert RUNGS.choices(BID + "39.1") == frozenset({"2"})
+    assert RUNGS.forced(BID + "39.1") is None  # the model draws the last digit too
+    assert RUNGS.forced(BID + "39.12") == ("", True)  # a rung written in full ends the turn
+    assert RUNGS.choices(BID + "5") == frozenset()  # off the ladder (a forced redraw prevents it)
+    assert RUNGS.choices("Thought: x\nTalk: hi\nAction: [") == frozenset({"BUY", "DEAL", "QUIT"})
+    assert RUNGS.forced("Thought: x\nTalk: hi\nAction: [QUIT") == ("]", True)
+
+
+def test_the_ladder_steer_reads_a_buyers_rungs_and_budget_off_its_view_and_needs_a_ladder():
+    config = get_preset("bilateral")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    view = market.view(market.current)
+    prices = ladder_prices(view.budget, 3)
+    assert prices == tuple(
+        format_price(p)[1:] for p in (floor_cents(view.budget), *budget_ladder(view.budget, 3))
+    )
+    assert steer_for(view, "ladder", 3) == Steer((), fields=("Thought", "Talk", "Action"),
+                                                 prices=prices)  # fmt: skip
+    assert steer_for(view, "protocol", 3).prices == ()  # the ladder in the prompt only
+    with pytest.raises(ValueError, match="set ladder=N too"):
+        steer_for(view, "ladder")
+    market.step(f"Thought: x\nTalk: hi\nAction: [BUY] ${prices[-1]}")  # a seller's board:
+    seller = market.view("seller")  # the ladder steer is the protocol steer there
+    assert steer_for(seller, "ladder", 3) == steer_for(seller, "protocol")
+
+
+def test_an_llm_spec_with_the_ladder_steer_but_no_ladder_is_refused_naming_both(
+    tiny_model_dir: Path,
+):
+    with pytest.raises(SpecError, match=r"steer=ladder .* set ladder=N"):
+        check_llm_spec(f"hf:{tiny_model_dir}?steer=ladder", "buyer")
+    assert check_llm_spec(f"hf:{tiny_model_dir}?steer=ladder&ladder=9", "buyer").params["ladder"]
+
+
+@dataclass(frozen=True)
+class ShortBid(ShortThought):
+    """ShortThought whose move is a ``[BUY]``: its price is what is decoded."""
+
+    def forced(self, reply: str) -> tuple[str, bool] | None:
+        return (" [BUY]", False) if reply.endswith("Action:") else super().forced(reply)
+
+
+def test_replies_decoded_under_the_ladder_steer_bid_only_on_its_rungs(hf) -> None:
+    steer = ShortBid((), fields=("Thought", "Talk", "Action"), prices=ladder_prices(43.47, 9))
+    sampling = SamplingConfig(temperature=1.0, max_tokens=24, seed=0)
+    requests = [ChatRequest((("user", f"Offer {seed}"),),
+                            dataclasses.replace(sampling, seed=seed), steer=steer)
+                for seed in range(16)]  # fmt: skip
+    bids = []
+    for reply in hf.generate(requests):
+        action = reply.text.split("\n")[-1]
+        if action.startswith("Action: [BUY] $") and reply.tokens_out < sampling.max_tokens:
+            bids.append(action.removeprefix("Action: [BUY] $"))
+    assert len(bids) == len(requests)  # each reply ends on its rung, within its tokens
+    assert set(bids) <= set(steer.prices)  # every bid a rung or the budget, and nothing after
+    assert len(set(bids)) > 1  # which rung is drawn, not written
