@@ -107,8 +107,9 @@ class LLMAgentConfig:
         metadata={
             "help": "Steered decoding: none; deal (a seller's [DEAL] is written at the "
             "standing bid it takes); legal (deal, and the seller's target kept among the "
-            "active channels); or protocol (legal, and every line's field label, for a buyer "
-            "too); agents.steering. hf back-end only."
+            "active channels); protocol (legal, and every line's field label, for a buyer "
+            "too); or ladder (protocol, and a buyer's [BUY] price drawn among its ladder's "
+            "rungs and its budget; needs ladder=N); agents.steering. hf back-end only."
         },
     )
 

@@ -145,7 +145,9 @@ class LearnerConfig:
             "Steered decoding of the learner, in training and evaluation: none; deal (a "
             "seller's [DEAL] is written at the standing bid it takes); legal (deal, and a "
             "target drawn at an inactive channel is drawn again among the active ones); or "
-            "protocol (legal, and every line's field label, a buyer's too). Forced "
+            "protocol (legal, and every line's field label, a buyer's too); or ladder "
+            "(protocol, and a buyer's [BUY] price drawn among its ladder's rungs and its "
+            "budget; needs ladder = N). Forced "
             "tokens carry no loss; the cost floor stays the learner's to learn; "
             "agents.steering. hf only."
         ),
