@@ -131,10 +131,8 @@ class LLMAgentConfig:
     )
 
     def __post_init__(self) -> None:
-        check_steer(self.steer)
         check_ladder(self.ladder)
-        if self.steer == "ladder" and not self.ladder:
-            raise ValueError("steer=ladder holds a buyer's bids to its ladder: set ladder=N too")
+        check_steer(self.steer, self.ladder)
         if self.persona and self.persona not in personas():
             raise ValueError(
                 f"persona={self.persona!r} is unknown; choose one of {', '.join(personas())}"

@@ -231,8 +231,7 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0) -> Steer | None:
     if isinstance(view, BuyerView):
         if steer not in STRUCTURED:
             return None
-        if steer == "ladder" and not ladder:
-            raise ValueError("steer=ladder holds a buyer's bids to its ladder: set ladder=N too")
+        check_steer(steer, ladder)
         offer = () if view.offer is None else ((1, format_price(view.offer)),)
         regulated = view.regulated_opening if view.opening else None
         opening = None if regulated is None else format_price(regulated)
@@ -316,8 +315,11 @@ def token_steer(
     return guide
 
 
-def check_steer(value: str) -> str:
-    """``value`` as a steer option, or an error naming the choices."""
+def check_steer(value: str, ladder: int = 0) -> str:
+    """``value`` as a steer option beside a ``ladder`` of that many rungs, or an error naming
+    the choices (or the missing ladder)."""
     if value not in STEERS:
         raise ValueError(f"steer={value!r} is unknown; choose one of {', '.join(STEERS)}")
+    if value == "ladder" and not ladder:
+        raise ValueError("steer=ladder holds a buyer's bids to its ladder: set ladder=N too")
     return value
