@@ -74,7 +74,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from arena.money import budget_ladder, floor_cents, format_price
+from arena.money import format_price, ladder_bids
 from arena.protocol import BUYER_KINDS, SELLER_KINDS, Kind
 from arena.rules import is_active
 from arena.views import BuyerView, SellerView
@@ -252,10 +252,9 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0) -> Steer | None:
 
 
 def ladder_prices(budget: float, rungs: int) -> tuple[str, ...]:
-    """The bids ``steer=ladder`` holds a buyer to, as written after ``$``: the budget and its
-    ``rungs`` ladder prices (the scripted buyers' ``on_ladder`` prices)."""
-    prices = (floor_cents(budget), *budget_ladder(budget, rungs))
-    return tuple(dict.fromkeys(format_price(p).removeprefix("$") for p in prices))
+    """The bids ``steer=ladder`` holds a buyer to (:func:`arena.money.ladder_bids`), as written
+    after ``$``."""
+    return tuple(dict.fromkeys(format_price(p)[1:] for p in ladder_bids(budget, rungs)))
 
 
 class Guidance(NamedTuple):

@@ -62,3 +62,10 @@ def budget_ladder(budget: float, rungs: int) -> tuple[float, ...]:
     """
     check_ladder(rungs)
     return tuple(floor_cents(budget * (10 - k) / 10) for k in range(1, rungs + 1))
+
+
+def ladder_bids(budget: float, rungs: int) -> tuple[float, ...]:
+    """The bids a buyer on a ladder may make, highest first: its budget (floored to cents) and
+    the ladder's ``rungs`` prices: what the scripted ladder buyers bid on and what the LLM
+    option ``steer=ladder`` holds a model's bids to."""
+    return (floor_cents(budget), *budget_ladder(budget, rungs))

@@ -12,7 +12,7 @@ from typing import Any
 from agents import check_spec
 from agents.prompts import PROMPT_STYLES
 from agents.specs import SpecError, parse_spec
-from agents.steering import STEERS
+from agents.steering import STEERS, check_steer
 from arena.money import check_ladder
 from arena.seats import ROLES
 from arena.settings import about as _help
@@ -326,11 +326,10 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.steer must be one of {', '.join(STEERS)}, got {self.steer!r}"
             )
-        if self.steer == "ladder" and not self.ladder:
-            raise ValueError(
-                f"{where}.steer = 'ladder' holds the buyer's bids to its budget ladder: set "
-                f"{where}.ladder = N (1-9 rungs) too"
-            )
+        try:
+            check_steer(self.steer, self.ladder)
+        except ValueError as exc:
+            raise ValueError(f"{where}.steer: {exc} ({where}.ladder = N)") from None
         if self.steer != "none" and self.train.use_vllm:
             raise ValueError(
                 f"{where}.steer = {self.steer!r} runs on the hf sampler and back-end; with "

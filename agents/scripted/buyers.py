@@ -26,7 +26,7 @@ import numpy as np
 
 from agents.base import EpisodeContext
 from arena.game import BuyerView
-from arena.money import budget_ladder, cents, check_ladder, floor_cents
+from arena.money import cents, check_ladder, floor_cents, ladder_bids
 from arena.protocol import BuyerMessage, Kind, render_buyer
 
 
@@ -57,7 +57,7 @@ class BuyerStyle:
     jitter: float = 0.15
     """Relative noise on the unregulated opening (drawn from the agent's own generator)."""
     ladder: int = 0
-    """Bids on the budget's ladder (:func:`arena.money.budget_ladder`, this many rungs) or at
+    """Bids on the budget's ladder (:func:`arena.money.ladder_bids`, this many rungs) or at
     the budget: each bid goes down to the nearest of them, up to the lowest rung (0: any cent).
     A teacher whose numbers the LLM option ``ladder`` writes into the prompt."""
 
@@ -74,7 +74,7 @@ def on_ladder(bid: float, budget: float, rungs: int) -> float:
     to the lowest rung when it lies below them all; ``bid`` itself without a ladder."""
     if not rungs:
         return bid
-    prices = (floor_cents(budget), *budget_ladder(budget, rungs))
+    prices = ladder_bids(budget, rungs)
     below = [p for p in prices if cents(p) <= cents(bid)]
     return max(below) if below else prices[-1]
 

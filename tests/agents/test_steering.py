@@ -14,12 +14,13 @@ import pytest
 from agents.backends import backend_from_spec
 from agents.backends.base import ChatRequest, SamplingConfig
 from agents.llm import check_llm_spec, make_llm_agent
+from agents.scripted.buyers import on_ladder
 from agents.specs import SpecError
 from agents.steering import Steer, ladder_prices, steer_for
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.game import Market
-from arena.money import budget_ladder, floor_cents, format_price
+from arena.money import cents, format_price
 from arena.protocol import parse_seller
 from arena.scenarios import make_scenario
 
@@ -351,9 +352,10 @@ def test_the_ladder_steer_reads_a_buyers_rungs_and_budget_off_its_view_and_needs
     market = Market(config, make_scenario(config, load_catalog(), 5, 0))
     view = market.view(market.current)
     prices = ladder_prices(view.budget, 3)
-    assert prices == tuple(
-        format_price(p)[1:] for p in (floor_cents(view.budget), *budget_ladder(view.budget, 3))
-    )
+    # Exactly the prices the scripted ladder buyers (the warm start's teachers) bid on.
+    every_cent = range(1, cents(view.budget) + 1)
+    scripted = {on_ladder(c / 100, view.budget, 3) for c in every_cent}
+    assert len(prices) == 4 and set(prices) == {format_price(p)[1:] for p in scripted}
     assert steer_for(view, "ladder", 3) == Steer((), fields=("Thought", "Talk", "Action"),
                                                  prices=prices)  # fmt: skip
     assert steer_for(view, "protocol", 3).prices == ()  # the ladder in the prompt only

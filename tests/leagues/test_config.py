@@ -470,7 +470,7 @@ def learner_toml(extra: str) -> str:
         ("[league.learner.tiny]\nhidden = 100\nheads = 8\n", "divisible by heads=8"),
         ("[league.learner.tiny]\nwidth = 3\n", "unknown key 'width'"),
         ("ladder = 10\n", r"learner\.ladder: ladder=10 is out of range: .* 0 \(none\) to 9"),
-        ('steer = "ladder"\n', r"learner\.steer = 'ladder' .* set league\.learner\.ladder = N"),
+        ('steer = "ladder"\n', r"learner\.steer: steer=ladder .* \(league\.learner\.ladder = N\)"),
     ],
 )
 def test_model_side_settings_are_checked_with_the_key_named(tmp_path, extra, message):
