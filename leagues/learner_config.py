@@ -45,8 +45,9 @@ SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents", "opponents_explore", "o
 and the meta-solver its training opponents are drawn by, its exploration share and the members it
 draws from (RLlib's per-module overrides include how much each module trains and against which
 policies)."""
-OPPONENT_POOLS = ("all", "models")
-"""``opponents_from``: the other side's whole population, or its model agents only."""
+OPPONENT_POOLS = ("all", "models", "scripted")
+"""``opponents_from``: the other side's whole population, its model agents only, or its scripted
+agents only."""
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,11 @@ class LearnerConfig:
         default="all",
         metadata=_help(
             "The members training opponents are drawn from: all (the other side's whole "
-            "population) or models (its model agents only, the league's checkpoints and fixed "
+            "population), models (its model agents only, the league's checkpoints and fixed "
             "hf/vllm/openai entries; scripted agents still play the evaluations and anchor the "
-            "ratings); while the other side has no model agent, all."
+            "ratings) or scripted (its scripted agents only: the side trains against the fixed "
+            "anchors while the other lineage's checkpoints still play its evaluations); while "
+            "the other side has none of those, all."
         ),
     )
     eval_episodes: int = field(

@@ -141,9 +141,9 @@ def opponent_mixture(
 
 
 def training_pool(opponents: Sequence[Member], pool: str) -> list[Member]:
-    """The members training opponents are drawn from: all, or the model agents only (every
-    member that is not scripted), falling back to all while there is none."""
+    """The members training opponents are drawn from: all, the model agents only (every member
+    that is not scripted) or the scripted ones only, falling back to all while there is none."""
     if pool == "all":
         return list(opponents)
-    models = [m for m in opponents if not is_scripted(m.spec)]
-    return models or list(opponents)
+    chosen = [m for m in opponents if is_scripted(m.spec) == (pool == "scripted")]
+    return chosen or list(opponents)

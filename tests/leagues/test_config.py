@@ -601,7 +601,10 @@ def test_a_side_trains_with_its_own_settings_and_the_other_with_the_leagues(tmp_
         ("seller]\nopponents = 'best'", r"side_train.seller.opponents must be one of .*'best'"),
         ("auctioneer]\ntemperature = 1.0", r"a side is seller or buyer, got 'auctioneer'"),
         ("seller]\nopponents_explore = 2", r"side_train.seller.opponents_explore must be a number"),
-        ("seller]\nopponents_from = 'humans'", r"opponents_from must be one of all, models, got"),
+        (
+            "seller]\nopponents_from = 'humans'",
+            r"opponents_from must be one of all, models, scripted, got",
+        ),
     ],
 )
 def test_side_settings_name_what_is_wrong(tmp_path, table, message):

@@ -108,6 +108,29 @@ def test_a_sides_exploration_share_floors_its_meta_solvers_mixture(tmp_path):
     store.close()
 
 
+def test_a_side_drawing_from_scripted_opponents_never_trains_against_a_checkpoint(tmp_path):
+    store, config = scripted_store(tmp_path)
+    learner = dataclasses.replace(
+        config.learner,
+        side="both",
+        side_train={"buyer": {"opponents": "uniform", "opponents_from": "scripted"}},
+    )
+    assert learner.opponent_rule("buyer") == "uniform over scripted"
+    mixed = dataclasses.replace(
+        config, learner=learner, sellers=(*config.sellers, "hf:models/c", "hf:models/d")
+    )
+    sellers, weights = opponent_mixture(store, mixed, "buyer", config.buyers[0])
+    assert [m.spec for m in sellers] == list(mixed.sellers)  # the population stays whole
+    scripted = len(config.sellers)
+    assert weights == [1 / scripted] * scripted + [0.0, 0.0]
+    _, seller_weights = opponent_mixture(store, mixed, "seller", "hf:models/c")
+    assert min(seller_weights) > 0  # the other side keeps the league's pool, all
+    models_only = dataclasses.replace(mixed, sellers=("hf:models/c", "hf:models/d"))
+    _, fallback = opponent_mixture(store, models_only, "buyer", config.buyers[0])
+    assert fallback == [0.5, 0.5]  # no scripted seller: all, rather than nothing to draw
+    store.close()
+
+
 def test_a_side_drawing_from_models_never_meets_a_scripted_opponent_until_there_is_no_model(
     tmp_path,
 ):
