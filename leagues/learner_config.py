@@ -12,7 +12,7 @@ from typing import Any
 from agents import check_spec
 from agents.prompts import PROMPT_STYLES
 from agents.specs import SpecError, parse_spec
-from agents.steering import STEERS, check_steer
+from agents.steering import check_steer
 from arena.money import check_ladder
 from arena.seats import ROLES
 from arena.settings import about as _help
@@ -325,14 +325,11 @@ class LearnerConfig:
             check_ladder(self.ladder)
         except ValueError as exc:
             raise ValueError(f"{where}.ladder: {exc}") from None
-        if self.steer not in STEERS:
-            raise ValueError(
-                f"{where}.steer must be one of {', '.join(STEERS)}, got {self.steer!r}"
-            )
         try:
             check_steer(self.steer, self.ladder)
         except ValueError as exc:
-            raise ValueError(f"{where}.steer: {exc} ({where}.ladder = N)") from None
+            hint = f" ({where}.ladder = N)" if self.steer == "ladder" else ""
+            raise ValueError(f"{where}.steer: {exc}{hint}") from None
         if self.steer != "none" and self.train.use_vllm:
             raise ValueError(
                 f"{where}.steer = {self.steer!r} runs on the hf sampler and back-end; with "

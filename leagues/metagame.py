@@ -145,5 +145,6 @@ def training_pool(opponents: Sequence[Member], pool: str) -> list[Member]:
     that is not scripted) or the scripted ones only, falling back to all while there is none."""
     if pool == "all":
         return list(opponents)
-    chosen = [m for m in opponents if is_scripted(m.spec) == (pool == "scripted")]
+    scripted = pool == "scripted"
+    chosen = [m for m in opponents if is_scripted(m.spec) == scripted]
     return chosen or list(opponents)

@@ -471,6 +471,7 @@ def learner_toml(extra: str) -> str:
         ("[league.learner.tiny]\nwidth = 3\n", "unknown key 'width'"),
         ("ladder = 10\n", r"learner\.ladder: ladder=10 is out of range: .* 0 \(none\) to 9"),
         ('steer = "ladder"\n', r"learner\.steer: steer=ladder .* \(league\.learner\.ladder = N\)"),
+        ('steer = "bids"\n', r"learner\.steer: steer='bids' is unknown; choose one of none, "),
     ],
 )
 def test_model_side_settings_are_checked_with_the_key_named(tmp_path, extra, message):
