@@ -80,7 +80,8 @@ class MarketConfig:
         default=DEFAULT_REWARDS.buyer,
         metadata=about(
             "Every buyer's reward, by name (docs/metrics.md): surplus_extraction = Table 12's "
-            "(list - P)/(list - C); budget_surplus = (B - P)/(B - C), -1 above budget B."
+            "(list - P)/(list - C); budget_surplus = (B - P)/(B - C), -1 above budget B; "
+            "reservation_surplus = budget_surplus with B capped at list (0 for a deal at list)."
         ),
     )
     num_products: int = field(default=1, metadata=about("M: substitutable products on sale."))

@@ -105,6 +105,22 @@ def buyer_budget_share(price: float, cost: float, budget: float) -> float:
     return min(1.0, max(0.0, (budget - price) / (budget - cost)))
 
 
+def buyer_reservation_share(price: float, cost: float, list_price: float, budget: float) -> float:
+    """clip((V - P)/(V - C), 0, 1) with V = min(B, P_list), -1 above B: surplus over the outside
+    option of paying list (docs/metrics.md).
+
+    A buyer never gains by paying list price, which it could pay anywhere, so a deal at or
+    above list is worth no more than no deal; below list it is the budget share with the
+    budget capped at list. 0 when V <= C.
+    """
+    if cents(price) > cents(budget):
+        return VIOLATION_REWARD
+    value = min(budget, list_price)
+    if cents(value) <= cents(cost):
+        return 0.0
+    return min(1.0, max(0.0, (value - price) / (value - cost)))
+
+
 def list_margin_capacity(
     list_prices: Sequence[float], costs: Sequence[float], stock: Sequence[int], num_buyers: int
 ) -> float:
@@ -146,6 +162,14 @@ def buyer_budget_surplus(s: RewardInput, buyer: int) -> float:
     return NO_DEAL_REWARD if t is None else buyer_budget_share(t.price, t.cost, t.budget)
 
 
+def buyer_reservation_surplus(s: RewardInput, buyer: int) -> float:
+    """clip((min(B, P_list) - P)/(min(B, P_list) - C), 0, 1) on its deal, -1 above B, 0 without."""
+    t = s.trade_of(buyer)
+    if t is None:
+        return NO_DEAL_REWARD
+    return buyer_reservation_share(t.price, t.cost, t.list_price, t.budget)
+
+
 SellerReward = Callable[[RewardInput], float]
 BuyerReward = Callable[[RewardInput, int], float]
 
@@ -157,6 +181,7 @@ SELLER_REWARDS: dict[str, SellerReward] = {
 BUYER_REWARDS: dict[str, BuyerReward] = {
     "surplus_extraction": buyer_surplus_extraction,
     "budget_surplus": buyer_budget_surplus,
+    "reservation_surplus": buyer_reservation_surplus,
 }
 """Buyer rewards by name (``MarketConfig.buyer_reward``), each paid to every buyer slot; the
 first is the default."""

@@ -295,6 +295,9 @@ def test_the_rewards_are_set_by_name_like_any_field_and_an_unknown_name_lists_th
     config = get_preset("bilateral", parse_assignments(["buyer_reward=budget_surplus"]))
     assert config.rewards == ("surplus_extraction", "budget_surplus")
     assert get_preset("bilateral").rewards == ("surplus_extraction", "surplus_extraction")
-    known = r"buyer_reward must name .* surplus_extraction, budget_surplus; got 'surplus'"
+    known = (
+        r"buyer_reward must name .* surplus_extraction, budget_surplus, reservation_surplus; "
+        r"got 'surplus'"
+    )
     with pytest.raises(ValueError, match=known):
         get_preset("bilateral", {"buyer_reward": "surplus"})

@@ -23,6 +23,8 @@ from arena.rewards import (
     Trade,
     buyer_budget_share,
     buyer_budget_surplus,
+    buyer_reservation_share,
+    buyer_reservation_surplus,
     buyer_surplus_extraction,
     buyer_surplus_ratio,
     list_margin_capacity,
@@ -215,6 +217,55 @@ def test_budget_surplus_stays_in_its_range_falls_with_price_and_complements_the_
         assert reward + seller_share == pytest.approx(1.0)
 
 
+# The reservation buyer reward: the budget capped at list (docs/metrics.md) --------------------
+
+
+def test_reservation_surplus_pays_nothing_for_a_deal_at_list_where_budget_surplus_pays():
+    deal_at_list = _input([(0, LIST)], budget=BUDGET)
+    assert buyer_budget_surplus(deal_at_list, 0) > 0.2
+    assert buyer_reservation_surplus(deal_at_list, 0) == 0.0
+    below_list = _input([(0, 30.00)], budget=BUDGET)
+    assert buyer_reservation_surplus(below_list, 0) == pytest.approx((LIST - 30.00) / (LIST - COST))
+    assert buyer_reservation_surplus(below_list, 1) == 0.0
+    assert buyer_reservation_surplus(_input([]), 0) == 0.0
+
+
+def test_reservation_surplus_is_budget_surplus_for_a_buyer_whose_budget_is_below_list():
+    for price in (COST, 22.00, 30.00, 31.99):
+        assert buyer_reservation_share(price, COST, LIST, 32.00) == buyer_budget_share(
+            price, COST, 32.00
+        )
+    assert buyer_reservation_share(32.01, COST, LIST, 32.00) == VIOLATION_REWARD
+    assert buyer_reservation_share(COST, COST, LIST, 15.00) == VIOLATION_REWARD  # above budget
+    assert buyer_reservation_share(15.00, COST, LIST, 15.00) == 0.0  # no gains from trade
+
+
+def test_reservation_surplus_is_zero_between_list_and_a_budget_above_it_and_minus_one_above():
+    assert buyer_reservation_share(37.00, COST, LIST, BUDGET) == 0.0
+    assert buyer_reservation_share(BUDGET + 0.01, COST, LIST, BUDGET) == VIOLATION_REWARD
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cost_cents=st.integers(0, 100_000),
+    list_cents=st.integers(0, 200_000),
+    budget_cents=st.integers(0, 200_000),
+    price_cents=st.integers(0, 300_000),
+)
+def test_reservation_surplus_stays_in_range_falls_with_price_and_never_exceeds_budget_surplus(
+    cost_cents: int, list_cents: int, budget_cents: int, price_cents: int
+):
+    cost, list_price = cost_cents / 100, list_cents / 100
+    budget, price = budget_cents / 100, price_cents / 100
+    reward = buyer_reservation_share(price, cost, list_price, budget)
+    assert reward == VIOLATION_REWARD or 0.0 <= reward <= 1.0
+    assert (reward == VIOLATION_REWARD) == (price_cents > budget_cents)
+    assert buyer_reservation_share(price + 0.01, cost, list_price, budget) <= reward
+    assert reward <= buyer_budget_share(price, cost, budget) + 1e-12
+    if price_cents >= list_cents and price_cents <= budget_cents:
+        assert reward == 0.0
+
+
 # The registry and the typed reward input ------------------------------------------------------
 
 
@@ -246,7 +297,11 @@ def test_reward_input_reads_each_deals_cost_list_price_and_the_dealt_buyers_budg
 
 @pytest.mark.parametrize(
     ("buyer_reward", "paid"),
-    [("surplus_extraction", 0.0), ("budget_surplus", (52.61 - LIST) / (52.61 - COST))],
+    [
+        ("surplus_extraction", 0.0),
+        ("budget_surplus", (52.61 - LIST) / (52.61 - COST)),
+        ("reservation_surplus", 0.0),
+    ],
 )
 def test_the_markets_buyer_reward_setting_decides_what_a_deal_at_list_pays(
     buyer_reward: str, paid: float
