@@ -66,7 +66,8 @@ from arena.protocol import (
 )
 
 AGENT_KEYS: tuple[str, ...] = (
-    "persona", "narrate", "history", "prompt", "steer", "ladder", "budget_hint"
+    "persona", "narrate", "history", "prompt", "steer", "ladder", "budget_hint",
+    "list_hint",
 )  # fmt: skip
 """Spec parameters that belong to the agent itself (sampling keys are the agent's too)."""
 
@@ -127,6 +128,14 @@ class LLMAgentConfig:
             "help": "Each of a buyer's turns says whether its budget covers the seller's "
             "standing offer: the comparison of two prices a small model cannot make digit by "
             "digit; the decision stays its own. A seller's turns are unchanged."
+        },
+    )
+    list_hint: bool = field(
+        default=False,
+        metadata={
+            "help": "Each of a buyer's turns says how far the seller's standing offer lies "
+            "below list price, in whole percent (or that it is the list price): an anchor at "
+            "list told from a concession; the decision stays its own. Sellers unchanged."
         },
     )
 
@@ -305,7 +314,7 @@ class LLMAgent:
             # One id per agent per episode (the live Conversation object's id keeps concurrent
             # episodes of the same scenario apart): back-ends key cached KV by it.
             self.conversation_id = f"{episode}#{id(self.conversation):x}"
-        user = observation(view, self.config.prompt, self.config.budget_hint)
+        user = observation(view, self.config.prompt, self.config.budget_hint, self.config.list_hint)
         move = None
         if self.narrator is not None:
             move = decided_move(self.narrator.act(view), view, self.spec)

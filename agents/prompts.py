@@ -272,16 +272,35 @@ def offer_line(view: BuyerView) -> str:
     return "This offer is above your budget."
 
 
+def list_line(view: BuyerView) -> str:
+    """How far the seller's standing offer lies below list price, in whole percent (agent
+    option ``list_hint``): the other comparison a small model cannot make digit by digit, which
+    tells an anchor at list from a concession; "" before an offer."""
+    if len(view.products) > 1:
+        raise ValueError("list_hint is written for single-product markets; leave it off")
+    offer = view.offers.get(0)
+    if offer is None:
+        return ""
+    list_price = view.products[0].list_price
+    if cents(offer) >= cents(list_price):
+        return "This offer is the list price."
+    return f"This offer is {round(100 * (1 - offer / list_price))}% below list."
+
+
 def observation(
-    view: SellerView | BuyerView, style: str = "full", budget_hint: bool = False
+    view: SellerView | BuyerView,
+    style: str = "full",
+    budget_hint: bool = False,
+    list_hint: bool = False,
 ) -> str:
     """The per-turn user message: the seller's board or the buyer's own channel; with
-    ``budget_hint``, a buyer is also told whether its budget covers the seller's offer."""
+    ``budget_hint``, a buyer is also told whether its budget covers the seller's offer, with
+    ``list_hint`` how far the offer is below list."""
     if isinstance(view, SellerView):
         return compact_seller_text(view) if style == "compact" else seller_text(view)
     text = compact_buyer_text(view) if style == "compact" else buyer_text(view)
-    line = offer_line(view) if budget_hint else ""
-    return f"{text}\n{line}" if line else text
+    hints = [offer_line(view) if budget_hint else "", list_line(view) if list_hint else ""]
+    return "\n".join([text, *(line for line in hints if line)])
 
 
 def narration_note(decision: str) -> str:

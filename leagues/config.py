@@ -175,7 +175,7 @@ class LeagueConfig:
                 "league.learner.prompt = 'compact' is written for single-product markets; use "
                 "'full' with several products"
             )
-        for aid, off in (("ladder", "0"), ("budget_hint", "false")):
+        for aid, off in (("ladder", "0"), ("budget_hint", "false"), ("list_hint", "false")):
             if getattr(self.learner, aid) and market.num_products > 1:
                 raise ValueError(
                     f"league.learner.{aid} is written for single-product markets (one budget); "

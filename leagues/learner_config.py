@@ -142,6 +142,14 @@ class LearnerConfig:
             "decision to take it stays the learner's."
         ),
     )
+    list_hint: bool = field(
+        default=False,
+        metadata=_help(
+            "When the learner buys, in training and evaluation, each of its turns says how far "
+            "the seller's standing offer lies below list price (agents.prompts.list_line); the "
+            "decision to take it stays the learner's."
+        ),
+    )
     steer: str = field(
         default="none",
         metadata=_help(

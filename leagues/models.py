@@ -61,7 +61,7 @@ def base_settings(config: LeagueConfig) -> dict[str, Any]:
     learner = config.learner
     warm = {k: getattr(learner, k) for k in ("warm_start", "warm_start_talk",
             "warm_start_episodes", "warm_start_steps", "warm_start_lr", "prompt")}  # fmt: skip
-    for aid in ("ladder", "budget_hint"):  # only when set: earlier bases keep their names
+    for aid in ("ladder", "budget_hint", "list_hint"):  # only when set: old bases keep names
         if getattr(learner, aid):
             warm[aid] = getattr(learner, aid)
     return settings.to_json({
@@ -248,7 +248,10 @@ def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
             config=config.train_market_config(),
             roles=learner.warm_start_roles,
             agent=LLMAgentConfig(
-                prompt=learner.prompt, ladder=learner.ladder, budget_hint=learner.budget_hint
+                prompt=learner.prompt,
+                ladder=learner.ladder,
+                budget_hint=learner.budget_hint,
+                list_hint=learner.list_hint,
             ),
             talk=learner.warm_start_talk,
             log=log,

@@ -62,16 +62,17 @@ class GenerationPlan:
 def learner_params(learner: LearnerConfig) -> dict[str, str]:
     """The agent parameters every spec of the learner carries, in training and evaluation, so
     that it reads the prompts it is trained on and decodes as it was trained:
-    ``prompt=compact`` for the compact style, ``steer=deal`` for steered decoding, ``ladder=N``
-    and ``budget_hint=true`` for a buyer's aids (defaults stay out of the specs, so existing
-    leagues keep their checkpoints' names)."""
+    ``prompt=compact`` for the compact style, ``steer=deal`` for steered decoding, ``ladder=N``,
+    ``budget_hint=true`` and ``list_hint=true`` for a buyer's aids (defaults stay out of the
+    specs, so existing leagues keep their checkpoints' names)."""
     params = {} if learner.prompt == "full" else {"prompt": learner.prompt}
     if learner.steer != "none":
         params["steer"] = learner.steer
     if learner.ladder:
         params["ladder"] = str(learner.ladder)
-    if learner.budget_hint:
-        params["budget_hint"] = "true"
+    for hint in ("budget_hint", "list_hint"):
+        if getattr(learner, hint):
+            params[hint] = "true"
     return params
 
 

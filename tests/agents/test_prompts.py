@@ -305,6 +305,8 @@ def test_a_ladder_or_budget_hint_is_refused_with_several_products_and_out_of_ran
         system_prompt(view, config.total_turns, ladder=2)
     with pytest.raises(ValueError, match="budget_hint is written for single-product markets"):
         observation(view, budget_hint=True)
+    with pytest.raises(ValueError, match="list_hint is written for single-product markets"):
+        observation(view, list_hint=True)
     _, buyer = compact_views()
     with pytest.raises(ValueError, match=r"ladder=10 is out of range"):
         system_prompt(buyer, 7, style="compact", ladder=10)
@@ -327,3 +329,20 @@ def test_a_budget_hint_says_each_buyer_turn_whether_its_budget_covers_the_offer(
         buyer._replace(offers={}), style
     )  # nothing to compare before the seller's first offer
     assert observation(seller, style, budget_hint=True) == observation(seller, style)
+
+
+@pytest.mark.parametrize("style", ["full", "compact"])
+def test_a_list_hint_tells_an_anchor_at_list_from_a_concession_in_whole_percent(style: str):
+    seller, buyer = compact_views()
+    list_price = buyer.products[0].list_price
+    plain = observation(buyer, style)
+    at_list = buyer._replace(offers={0: list_price})
+    assert observation(at_list, style, list_hint=True) == f"{plain}\nThis offer is the list price."
+    conceded = buyer._replace(offers={0: round(list_price * 0.64, 2)})
+    assert observation(conceded, style, list_hint=True).endswith("\nThis offer is 36% below list.")
+    both = observation(conceded, style, budget_hint=True, list_hint=True).split("\n")[-2:]
+    assert both[1] == "This offer is 36% below list." and "budget" in both[0]
+    assert observation(buyer._replace(offers={}), style, list_hint=True) == observation(
+        buyer._replace(offers={}), style
+    )  # nothing to compare before the seller's first offer
+    assert observation(seller, style, list_hint=True) == observation(seller, style)

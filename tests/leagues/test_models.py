@@ -56,18 +56,20 @@ def test_leagues_with_one_tiny_recipe_share_the_tiny_model_but_not_the_warm_star
 def test_a_buyers_aids_have_their_own_base_and_specs_and_leagues_without_them_keep_theirs(tmp_path):
     _, buyer, _ = _recipes(tmp_path)
     laddered = dataclasses.replace(
-        buyer, learner=dataclasses.replace(buyer.learner, ladder=4, budget_hint=True)
+        buyer,
+        learner=dataclasses.replace(buyer.learner, ladder=4, budget_hint=True, list_hint=True),
     )
     folder = tmp_path / "files" / "buy"
     assert "ladder" not in base_settings(buyer)["warm"]  # the names of earlier bases stay
     assert base_folder(laddered, folder) != base_folder(buyer, folder)
     assert tiny_model_folder(laddered, folder) == tiny_model_folder(buyer, folder)
-    assert "budget_hint" not in base_settings(buyer)["warm"]
+    assert not {"budget_hint", "list_hint"} & base_settings(buyer)["warm"].keys()
+    assert base_settings(laddered)["warm"]["list_hint"] is True
     params = learner_params(laddered.learner)  # trained and rated with them
-    assert (params["ladder"], params["budget_hint"]) == ("4", "true")
-    assert not {"ladder", "budget_hint"} & learner_params(buyer.learner).keys()
+    assert (params["ladder"], params["budget_hint"], params["list_hint"]) == ("4", "true", "true")
+    assert not {"ladder", "budget_hint", "list_hint"} & learner_params(buyer.learner).keys()
     dataclasses.replace(buyer, preset="multi-product", market={})  # without a ladder: fine
-    for aid in ({"ladder": 4}, {"budget_hint": True}):
+    for aid in ({"ladder": 4}, {"budget_hint": True}, {"list_hint": True}):
         learner = dataclasses.replace(buyer.learner, **aid)
         with pytest.raises(ValueError, match=f"{next(iter(aid))} is written for single-product"):
             dataclasses.replace(buyer, preset="multi-product", market={}, learner=learner)
