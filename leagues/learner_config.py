@@ -45,6 +45,10 @@ SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents", "opponents_explore", "o
 and the meta-solver its training opponents are drawn by, its exploration share and the members it
 draws from (RLlib's per-module overrides include how much each module trains and against which
 policies)."""
+BUYER_AIDS = {"ladder": "0", "budget_hint": "false", "list_hint": "false"}
+"""The learner's buyer aids (``LearnerConfig`` fields and agent options of the same names), each
+with the value that turns it off: when set, part of the base (the warm start reads them) and of
+every spec of the learner; single-product markets only."""
 OPPONENT_POOLS = ("all", "models", "scripted")
 """``opponents_from``: the other side's whole population, its model agents only, or its scripted
 agents only."""

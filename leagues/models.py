@@ -38,7 +38,7 @@ from arena.catalog import load_catalog, split_catalog
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
 from leagues.config import LeagueConfig
-from leagues.learner_config import TINY, start_checkpoint
+from leagues.learner_config import BUYER_AIDS, TINY, start_checkpoint
 from leagues.numerics import check_numerics, record_numerics
 from leagues.tiny import build_league_tiny_model
 from leagues.trainer import check_model_folder, load_chat_tokenizer, save_atomically
@@ -61,7 +61,7 @@ def base_settings(config: LeagueConfig) -> dict[str, Any]:
     learner = config.learner
     warm = {k: getattr(learner, k) for k in ("warm_start", "warm_start_talk",
             "warm_start_episodes", "warm_start_steps", "warm_start_lr", "prompt")}  # fmt: skip
-    for aid in ("ladder", "budget_hint", "list_hint"):  # only when set: old bases keep names
+    for aid in BUYER_AIDS:  # only when set: earlier bases keep their names
         if getattr(learner, aid):
             warm[aid] = getattr(learner, aid)
     return settings.to_json({
@@ -248,10 +248,7 @@ def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
             config=config.train_market_config(),
             roles=learner.warm_start_roles,
             agent=LLMAgentConfig(
-                prompt=learner.prompt,
-                ladder=learner.ladder,
-                budget_hint=learner.budget_hint,
-                list_hint=learner.list_hint,
+                prompt=learner.prompt, **{aid: getattr(learner, aid) for aid in BUYER_AIDS}
             ),
             talk=learner.warm_start_talk,
             log=log,

@@ -20,7 +20,7 @@ from arena import settings
 from arena.catalog import load_catalog, split_catalog
 from arena.scenarios import Scenario, make_scenarios
 from leagues.config import LeagueConfig
-from leagues.learner_config import LearnerConfig
+from leagues.learner_config import BUYER_AIDS, LearnerConfig
 from leagues.rollout import LEARNER, GroupRow
 from leagues.sampling import sample_indices
 from tournaments.config import TournamentConfig
@@ -68,11 +68,9 @@ def learner_params(learner: LearnerConfig) -> dict[str, str]:
     params = {} if learner.prompt == "full" else {"prompt": learner.prompt}
     if learner.steer != "none":
         params["steer"] = learner.steer
-    if learner.ladder:
-        params["ladder"] = str(learner.ladder)
-    for hint in ("budget_hint", "list_hint"):
-        if getattr(learner, hint):
-            params[hint] = "true"
+    for aid in BUYER_AIDS:
+        if value := getattr(learner, aid):
+            params[aid] = "true" if value is True else str(value)
     return params
 
 
