@@ -115,10 +115,7 @@ def buyer_reservation_share(price: float, cost: float, list_price: float, budget
     """
     if cents(price) > cents(budget):
         return VIOLATION_REWARD
-    value = min(budget, list_price)
-    if cents(value) <= cents(cost):
-        return 0.0
-    return min(1.0, max(0.0, (value - price) / (value - cost)))
+    return max(0.0, buyer_budget_share(price, cost, min(budget, list_price)))
 
 
 def list_margin_capacity(
