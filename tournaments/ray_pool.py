@@ -23,11 +23,16 @@ Faults. An actor is created with ``max_restarts=-1``: when its worker process or
 Ray restarts it wherever resources allow. The chunk it was playing never came back, so nothing
 of it was stored: the pool sends that chunk to another live actor of the group (or to the
 restarted one, once it answers again), and reports what happened through ``note`` (the progress
-bar and the run's summary show it). A chunk is stored only when its result arrives, and a key is
-stored at most once (the store refuses a second copy), so no episode is lost or stored twice. A
-chunk that fails ``MAX_ATTEMPTS`` times stops the run (something other than a lost worker). The
-driver itself killed: the actors of its job end with it, and running the same command again plays
-only what is not stored.
+bar and the run's summary show it). A restarting actor is one Ray may refuse calls to at once
+(``ActorUnavailableError``, when it knows the actor is restarting) or hold them until it is back:
+the pool asks it again every ``PING_S`` seconds until it answers, and counts its CPUs as taken
+meanwhile (Ray restarts it on them), so no chunk is sent as a task the cluster has no room for.
+A scripted chunk's task lost with its worker comes back the same way (the pool, not Ray, sends
+it again: to an idle actor or a free CPU, never to wait behind the pool's own actors). A chunk
+is stored only when its result arrives, and a key is stored at most once (the store refuses a
+second copy), so no episode is lost or stored twice. A chunk that fails ``MAX_ATTEMPTS`` times,
+or raises in the episode code itself, stops the run. The driver itself killed: the actors of its
+job end with it, and running the same command again plays only what is not stored.
 
 Ray is imported inside the functions (it is an optional dependency).
 """
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -56,6 +62,8 @@ Note = Callable[[str], None]
 
 MAX_ATTEMPTS = 4
 """Tries of one chunk on the actors of its group before the run stops."""
+PING_S = 2.0
+"""How often a restarting actor that Ray refused a call to is asked again whether it is back."""
 PLACEMENT_TIMEOUT_S = 300
 """How long the driver waits for Ray to place an actor (the first of a back-end's, for
 :meth:`ActorPool.serving`; the league's learner actor, ``leagues.remote``)."""
@@ -143,6 +151,8 @@ class _Actor:
     starting: bool = True
     """Not answered yet: it takes chunks once a ping answers (the cluster may have no room for
     it until another group's actors or a league's learner free theirs)."""
+    ask_at: float = 0.0
+    """When to ping it again after Ray refused a ping (``time.monotonic``)."""
     cpus: float = 1
     """The CPUs Ray holds for it."""
     pid: int | None = None
@@ -222,17 +232,15 @@ class ActorPool:
             for _ in range(0 if actors else self.actors_per_group):
                 actors.append(_new_actor((key,), gpus))
                 self.kept.append(actors[-1])
-            pings = {a.handle.where.remote(): a for a in actors}
-            ready, _ = ray.wait(list(pings), num_returns=1, timeout=PLACEMENT_TIMEOUT_S)
-            if not ready:
+            deadline = time.monotonic() + PLACEMENT_TIMEOUT_S
+            while not _ping(actors, deadline - time.monotonic()) and time.monotonic() < deadline:
+                time.sleep(PING_S)  # every ping refused: the actors are restarting
+            if not any(not (a.starting or a.lost) for a in actors):
                 raise RuntimeError(
                     f"no actor for {key} answered in {PLACEMENT_TIMEOUT_S} s (free now: "
                     f"{ray.available_resources()}); add a node with "
                     f"{actor_resources((key,), gpus)}, or run the league with executor = 'local'"
                 )
-            ready += ray.wait(list(pings), num_returns=len(pings), timeout=1)[0]
-            for ref in set(ready):
-                pings[ref].starting = pings[ref].lost = False
             served[key] = [a.handle for a in actors if not (a.starting or a.lost)]
         return served
 
@@ -256,15 +264,22 @@ class ActorPool:
         actor holds, or on an actor with nothing of its own left to play (kept actors hold
         their CPUs, so a scripted chunk never waits for one to be released)."""
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
+        from ray.exceptions import (
+            ActorUnavailableError,
+            GetTimeoutError,
+            RayActorError,
+            RayError,
+            RayTaskError,
+        )
 
         task_ref = ray.put(task)
-        remote_task = ray.remote(max_retries=MAX_ATTEMPTS)(_apply)
+        remote_task = ray.remote(max_retries=0)(_apply)  # a lost task is sent again by feed()
         gpus = ray.cluster_resources().get("GPU", 0)
         # The CPUs this pool may use: those free now and those its kept actors hold (a league's
         # learner actor holds its own for the whole league; a scripted task sent beyond them
-        # would wait for a CPU that never frees).
+        # would wait for a CPU that never frees), less those of nodes lost since (below).
         cpus = ray.available_resources().get("CPU", 0) + sum(a.cpus for a in self.kept)
+        cluster_cpus = ray.cluster_resources().get("CPU", 0)
         queues = {g: deque(cs) for g, cs in chunks.items() if g and cs}
         loose = deque(chunks.get((), []))
         attempts: dict[int, int] = {}
@@ -274,19 +289,23 @@ class ActorPool:
             ray.kill(actor.handle, no_restart=True)  # a group this run does not need
         actors = [a for a in self.kept if a.group in queues]
         self.kept = []
+
+        def ping(actor: _Actor) -> None:
+            """Ask ``actor`` whether it serves; it takes chunks once the answer is in."""
+            inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
+
         for actor in actors:
             actor.busy = False
             if actor.lost or actor.starting:  # serves once Ray has (re)started it
-                inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
+                ping(actor)
         for group, queue in queues.items():
             count = min(self.actors_per_group, len(queue))
             have = sum(a.group == group for a in actors)
             for _ in range(max(0, count - have)):
                 # It takes chunks once it answers: one the cluster has no room for yet (a
                 # league's learner holds some) waits without holding any episodes.
-                actor = _new_actor(group, gpus)
-                inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
-                actors.append(actor)
+                actors.append(_new_actor(group, gpus))
+                ping(actors[-1])
 
         def feed() -> None:
             for actor in actors:
@@ -296,10 +315,13 @@ class ActorPool:
                     actor.busy = True
                     ref = actor.handle.play.remote(task_ref, chunk)
                     inflight[ref] = ("play", actor, chunk, source)
+            if not loose:
+                return
             tasks = sum(what == "task" for what, *_ in inflight.values())
-            spare = cpus - sum(a.cpus for a in actors) - tasks
+            gone = max(0, cluster_cpus - ray.cluster_resources().get("CPU", 0))  # lost nodes'
+            spare = cpus - gone - sum(a.cpus for a in actors) - tasks  # restarting ones count
             while loose and (spare >= 1 or (not actors and not tasks)):
-                inflight[remote_task.remote(task_ref, loose[0])] = ("task", None, loose[0], None)
+                inflight[remote_task.remote(task_ref, loose[0])] = ("task", None, loose[0], loose)
                 loose.popleft()
                 spare, tasks = spare - 1, tasks + 1
 
@@ -329,25 +351,38 @@ class ActorPool:
                 ray.kill(actor.handle, no_restart=True)
                 actors.remove(actor)
 
-        def lost(actor: _Actor, chunk: list[Match], source: deque, exc: Exception) -> None:
-            """A worker died with ``chunk``: it goes back to the front of its queue."""
+        def lost(actor: _Actor | None, chunk: list[Match], source: deque, exc: Exception) -> None:
+            """A worker (an actor's, or a task's) died with ``chunk``: it goes back to the
+            front of its queue."""
             tries = attempts[id(chunk)] = attempts.get(id(chunk), 0) + 1
-            actor.busy, actor.lost = False, True
             run.lost_workers += 1
+            where = f"actors of {', '.join(actor.group)}" if actor else "Ray tasks"
             if tries >= MAX_ATTEMPTS:
                 raise RuntimeError(
-                    f"a chunk of {len(chunk)} episodes failed {tries} times on actors of "
-                    f"{', '.join(actor.group)}: {exc}"
+                    f"a chunk of {len(chunk)} episodes failed {tries} times on {where}: {exc}"
                 ) from exc
             run.retried_chunks += 1
             source.appendleft(chunk)
+            lead = f"worker lost ({type(exc).__name__}): its {len(chunk)} episodes are played again"
+            if actor is None:
+                note(lead)
+                return
+            actor.busy, actor.lost = False, True
             others = sum(not (a.lost or a.starting) for a in actors if a.group == actor.group)
-            note(
-                f"worker lost ({type(exc).__name__}): its {len(chunk)} episodes are played again "
-                + (f"by {others} other actor(s)" if others else "once Ray restarts the actor")
-            )
-            # Answered once Ray has restarted the actor; then it takes chunks again.
-            inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
+            note(f"{lead} " + (f"by {others} other actor(s)" if others else "once it is back"))
+            ping(actor)  # answered once Ray has restarted the actor; then it takes chunks again
+
+        def ask_again() -> None:
+            """Ping the restarting actors whose last ping Ray refused ``PING_S`` ago or more."""
+            asked = {id(a) for what, a, *_ in inflight.values() if what == "ping"}
+            now = time.monotonic()
+            for actor in actors:
+                if (
+                    (actor.lost or actor.starting)
+                    and id(actor) not in asked
+                    and actor.ask_at <= now
+                ):
+                    ping(actor)
 
         def working(group: Group) -> bool:
             return bool(queues[group]) or any(a.busy for a in actors if a.group == group)
@@ -360,18 +395,24 @@ class ActorPool:
                 or loose
                 or any(what != "ping" for what, *_ in inflight.values())
             ):
-                ready, _ = ray.wait(list(inflight), num_returns=1)
+                ask_again()
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=PING_S)
+                if not ready:  # nothing came in (restarting actors, asked again above)
+                    time.sleep(0 if inflight else PING_S)
+                    continue
                 what, actor, chunk, source = inflight.pop(ready[0])
                 try:
                     result = ray.get(ready[0])
-                except RayActorError as exc:
-                    if what == "ping":
-                        if actor in actors:
-                            actors.remove(actor)  # Ray gave up restarting it (or it retired)
-                    elif actor is not None and chunk is not None and source is not None:
+                except RayTaskError:
+                    raise  # the episode code's own error: it would fail the same way again
+                except RayError as exc:  # a worker, node or actor lost
+                    if what != "ping":
+                        assert chunk is not None and source is not None
                         lost(actor, chunk, source, exc)
-                    else:
-                        raise
+                    elif isinstance(exc, ActorUnavailableError) and actor is not None:
+                        actor.ask_at = time.monotonic() + PING_S  # restarting: ask again later
+                    elif actor in actors:
+                        actors.remove(actor)  # Ray gave up restarting it (or it retired)
                 else:
                     if what == "ping" and actor is not None:
                         if actor.lost:
@@ -398,6 +439,25 @@ class ActorPool:
             if not finished:  # a run that stopped early: its actors' state is unknown
                 for actor in actors:
                     ray.kill(actor.handle, no_restart=True)
+
+
+def _ping(actors: Sequence[_Actor], timeout: float) -> bool:
+    """Ask ``actors`` whether they serve (the first answer waited for up to ``timeout`` s, the
+    others 1 s more) and mark those that answer; a refused ping (a restarting actor) marks none.
+    Whether any of them serves now."""
+    import ray
+    from ray.exceptions import RayError
+
+    pings = {a.handle.where.remote(): a for a in actors}
+    ready, _ = ray.wait(list(pings), num_returns=1, timeout=max(timeout, 0))
+    ready += ray.wait(list(pings), num_returns=len(pings), timeout=1)[0] if ready else []
+    for ref in set(ready):
+        try:
+            ray.get(ref)
+        except RayError:
+            continue
+        pings[ref].starting = pings[ref].lost = False
+    return any(not (a.starting or a.lost) for a in actors)
 
 
 def _new_actor(group: Group, cluster_gpus: float) -> _Actor:

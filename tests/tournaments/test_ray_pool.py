@@ -12,6 +12,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -158,30 +160,49 @@ def test_an_actor_pool_belongs_to_the_ray_executor(tiny_model_dir, tmp_path) -> 
         ActorPool(0)
 
 
+def in_thread(play: Callable[[], object], done: dict[str, object]) -> threading.Thread:
+    """``play`` started in a daemon thread, its result or error put in ``done``: a run that
+    hangs fails its test and never keeps the test process from exiting."""
+
+    def target() -> None:
+        try:
+            done["summary"] = play()
+        except BaseException as exc:  # reported by the test
+            done["error"] = exc
+
+    runner = threading.Thread(target=target, daemon=True)
+    runner.start()
+    return runner
+
+
+@pytest.fixture
+def node_killed(cluster):
+    """The module's cluster, given back with two worker nodes after a test that killed one."""
+    yield cluster
+    import ray
+
+    while sum(n["Alive"] for n in ray.nodes()) < 3:  # the head and two worker nodes
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+
+
 @pytest.mark.slow
 def test_a_worker_node_killed_mid_round_loses_no_episode_and_stores_none_twice(
-    tiny_model_dir, reference, cluster, tmp_path
+    tiny_model_dir, reference, node_killed, tmp_path
 ) -> None:
     config = llm_tournament(tiny_model_dir)
     db = tmp_path / "killed.db"
     done: dict[str, object] = {}
-
-    def play() -> None:
-        try:
-            done["summary"] = run_tournament(
-                config, db, workers=2, executor="ray", progress=False, chunk_size=2
-            )
-        except BaseException as exc:  # reported by the test below
-            done["error"] = exc
-
-    runner = threading.Thread(target=play)
-    runner.start()
+    play = partial(
+        run_tournament, config, db, workers=2, executor="ray", progress=False, chunk_size=2
+    )
+    runner = in_thread(play, done)
     try:
         deadline = time.monotonic() + 60
         while not (db.exists() and stored_count(db) >= 2 and len(actor_nodes("ModelActor")) == 2):
             assert runner.is_alive() and time.monotonic() < deadline, done
             time.sleep(0.05)
-        kill_node(cluster, actor_nodes("ModelActor"))
+        kill_node(node_killed, actor_nodes("ModelActor"))
     finally:
         runner.join(120)
     assert not runner.is_alive() and "error" not in done, done
@@ -189,6 +210,40 @@ def test_a_worker_node_killed_mid_round_loses_no_episode_and_stores_none_twice(
     assert summary.played == stored_count(reference)
     assert any("worker lost" in note for note in summary.notes), summary.notes
     assert contents(db) == contents(reference)  # every episode once, as one process plays it
+
+
+@pytest.mark.slow
+def test_a_kept_actor_whose_node_died_between_runs_costs_no_episode(
+    tiny_model_dir, reference, node_killed, tmp_path
+) -> None:
+    # The pool still counts the actor as serving; Ray already knows its node is dead and
+    # answers every call to it at once (the actor is restarting, with no CPU left to restart
+    # on): the run plays everything on the other actor and waits for nothing.
+    import ray
+
+    config = llm_tournament(tiny_model_dir)
+    db = tmp_path / "between.db"
+    done: dict[str, object] = {}
+    with ActorPool.open(None, 2) as pool:
+        deadline = time.monotonic() + 120
+        while len(pool.serving(config.sellers[:1])[backend_key(config.sellers[0])]) < 2:
+            assert time.monotonic() < deadline, "the two actors never answered"
+        dead = set(actor_nodes("ModelActor"))
+        kill_node(node_killed, sorted(dead))
+        while dead <= {n["NodeID"] for n in ray.nodes() if n["Alive"]}:
+            assert time.monotonic() < deadline, "Ray never noticed the node's death"
+            time.sleep(0.1)
+        play = partial(
+            run_tournament, config, db, workers=2, executor="ray", progress=False,
+            chunk_size=2, actor_pool=pool,
+        )  # fmt: skip
+        runner = in_thread(play, done)
+        runner.join(180)
+        assert not runner.is_alive() and "error" not in done, done
+    summary = done["summary"]
+    assert summary.played == stored_count(reference)
+    assert any("worker lost" in note for note in summary.notes), summary.notes
+    assert contents(db) == contents(reference)
 
 
 @pytest.mark.slow
