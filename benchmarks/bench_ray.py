@@ -7,7 +7,7 @@ One tournament with a model in a seat of every episode (the model selling agains
 buyers, and buying in all three seats against a scripted seller), played three ways on the
 same scenarios: the local executor with one worker (the model in this process), then the ray
 executor with ``workers`` 1 and 2 on a local Ray instance of two CPUs: one and two model-holding
-actors (tournaments/ray_pool.py), each loading the model once. Every back-end runs on one torch
+actors (tournaments/ray_actors.py), each loading the model once. Every back-end runs on one torch
 thread (``threads=1``), so one actor is one core and the local run is one core too. Wall times
 include what each way pays to start: Ray's workers, the actors' imports and model loads; the
 steady rate leaves that out (episodes stored after the first batch, over the time from the first

@@ -36,7 +36,7 @@ from agents.backends import routed
 from leagues.train_config import TrainConfig
 from leagues.trainer import StepHook, TrainJob, train_learner
 from tournaments.pool_backend import PoolRouter
-from tournaments.ray_pool import PLACEMENT_TIMEOUT_S, ModelActor
+from tournaments.ray_actors import PLACEMENT_TIMEOUT_S, ModelActor
 
 MAX_ATTEMPTS = 3
 """Sends of one job to the learner actor before the league stops (a lost worker each time)."""

@@ -3,7 +3,7 @@
 A league's training rollouts play LLM opponents (the other lineage's checkpoints, another
 league's buyers). In one process their turns come from a model the learner's process loads
 besides the one it trains; with ``executor = "ray"`` they go to the pool's
-:class:`~tournaments.ray_pool.ModelActor` actors that hold that model for the evaluation rounds
+:class:`~tournaments.ray_actors.ModelActor` actors that hold that model for the evaluation rounds
 (:meth:`~tournaments.ray_pool.ActorPool.serving`): the learner actor runs its rollouts inside
 ``agents.backends.routed(PoolRouter(served))``, so every opponent agent naming such a model gets a
 :class:`PooledBackend` instead of a local engine, and its requests (adapter, conversation, seed and
@@ -39,7 +39,7 @@ MAX_ATTEMPTS = 3
 
 class PooledBackend:
     """The model (kind, name, back-end params) served by ``actors`` (Ray actor handles of
-    :class:`~tournaments.ray_pool.ModelActor`); used like a local back-end of that model."""
+    :class:`~tournaments.ray_actors.ModelActor`); used like a local back-end of that model."""
 
     def __init__(
         self, kind: str, name: str, params: Mapping[str, str], actors: Sequence[Any]

@@ -1,46 +1,36 @@
-"""Model-holding Ray actors: LLM episodes played where their model is already loaded.
+"""The Ray executor's scheduler: LLM episodes played where their model is already loaded.
 
 The tournament runner's ``ray`` executor (:func:`tournaments.runner.run_tournament`) splits the
-episodes still to play by the back-ends they need (:func:`model_group`: the sorted back-end keys
-of the match's LLM seats; every adapter of one base model shares the base's key). Episodes of
-scripted agents alone keep the stateless path: chunks as Ray tasks, retried by Ray when their
-worker or node dies. Episodes of a model group go, chunk by chunk, to the :class:`ModelActor`
+episodes still to play by model group (:func:`tournaments.ray_actors.group_chunks`). Episodes of
+scripted agents alone keep the stateless path: chunks as Ray tasks in the CPUs no actor holds.
+Episodes of a model group go, chunk by chunk, to the :class:`~tournaments.ray_actors.ModelActor`
 actors of that group (``workers`` of them, or fewer when there are fewer chunks; an actor takes
 chunks once it has answered a ping, so one the cluster has no room for yet holds no episodes
-while it waits, as a league's learner actor may leave it): an actor is one
-Ray worker process holding the group's back-ends in the process-wide back-end cache
-(:func:`agents.backends.get_backend`), so a model is loaded once per actor, not once per chunk,
-and the chunk is played by the project's one episode driver (:func:`agents.engine.play_matches`,
-through the runner's ``play_chunk``), its requests batched across the chunk's episodes. The
-actors live in an :class:`ActorPool`, which a caller may keep across runs: a league keeps one
-for all its evaluation rounds, so each actor loads the base model once for the whole league.
+while it waits, as a league's learner actor may leave it), and each chunk is played by the
+project's one episode driver (:func:`agents.engine.play_matches`, through the runner's
+``play_chunk``), its requests batched across the chunk's episodes. The actors live in an
+:class:`ActorPool`, which a caller may keep across runs: a league keeps one for all its
+evaluation rounds, so each actor loads the base model once for the whole league.
 
-Resources are declared per group (:func:`actor_resources`): ``num_gpus=1`` for a GPU engine
-(vLLM, or hf on ``cuda``; ``device=auto`` when the cluster has a GPU), CPUs otherwise (hf's
-``threads``, else 1), so the same run fills one laptop or a cluster.
-
-Faults. An actor is created with ``max_restarts=-1``: when its worker process or its node dies,
-Ray restarts it wherever resources allow. The chunk it was playing never came back, so nothing
+Faults. When an actor's worker process or node dies, Ray restarts it wherever resources allow
+(:func:`tournaments.ray_actors.new_actor`). The chunk it was playing never came back, so nothing
 of it was stored: the pool sends that chunk to another live actor of the group (or to the
 restarted one, once it answers again), and reports what happened through ``note`` (the progress
-bar and the run's summary show it). A restarting actor is one Ray may refuse calls to at once
-(``ActorUnavailableError``, when it knows the actor is restarting) or hold them until it is back:
-the pool asks it again every ``PING_S`` seconds until it answers, and counts its CPUs as taken
-meanwhile (Ray restarts it on them), so no chunk is sent as a task the cluster has no room for.
-A scripted chunk's task lost with its worker comes back the same way (the pool, not Ray, sends
-it again: to an idle actor or a free CPU, never to wait behind the pool's own actors). A chunk
-is stored only when its result arrives, and a key is stored at most once (the store refuses a
-second copy), so no episode is lost or stored twice. A chunk that fails ``MAX_ATTEMPTS`` times,
-or raises in the episode code itself, stops the run. The driver itself killed: the actors of its
-job end with it, and running the same command again plays only what is not stored.
+bar and the run's summary show it). Until a restarting actor answers, the pool asks it again
+every ``PING_S`` seconds and counts its CPUs as taken (Ray restarts it on them), so no chunk is
+sent as a task the cluster has no room for. A scripted chunk's task lost with its worker comes
+back the same way (the pool, not Ray, sends it again: to an idle actor or a free CPU, never to
+wait behind the pool's own actors). A chunk is stored only when its result arrives, and a key
+is stored at most once (the store refuses a second copy), so no episode is lost or stored twice.
+A chunk that fails ``MAX_ATTEMPTS`` times, or raises in the episode code itself, stops the run.
+The driver itself killed: the actors of its job end with it, and running the same command again
+plays only what is not stored.
 
 Ray is imported inside the functions (it is an optional dependency).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -48,116 +38,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.backends import backend_config, end_conversations, get_backend, open_backends
-from agents.backends import backend_key as model_key
-from agents.backends.adapters import ADAPTER_KEY
-from agents.backends.base import ChatRequest, Completion
 from agents.driver import Match
-from agents.llm import split_agent_params
-from agents.specs import is_scripted, parse_spec
+from agents.specs import is_scripted
+from tournaments.ray_actors import (
+    PING_S,
+    PLACEMENT_TIMEOUT_S,
+    Actor,
+    Group,
+    actor_resources,
+    backend_key,
+    init_ray,
+    new_actor,
+    ping_actors,
+    require_ray,
+)
 
-Group = tuple[str, ...]
-"""The back-end keys a match needs, sorted; ``()``: scripted agents only."""
 Note = Callable[[str], None]
 
 MAX_ATTEMPTS = 4
 """Tries of one chunk on the actors of its group before the run stops."""
-PING_S = 2.0
-"""How often a restarting actor that Ray refused a call to is asked again whether it is back."""
-PLACEMENT_TIMEOUT_S = 300
-"""How long the driver waits for Ray to place an actor (the first of a back-end's, for
-:meth:`ActorPool.serving`; the league's learner actor, ``leagues.remote``)."""
-
-
-def backend_key(spec: str) -> str:
-    """The key of the back-end an LLM spec is served by: kind, model and back-end settings
-    (sampling, agent and ``lora`` parameters left out: they travel with each request)."""
-    parsed = parse_spec(spec)
-    _, _, params = split_agent_params(parsed.params)
-    params = {k: v for k, v in params.items() if k != ADAPTER_KEY}
-    return model_key(parsed.kind, parsed.name, params)
-
-
-def model_group(match: Match) -> Group:
-    """The sorted back-end keys of a match's LLM seats; ``()`` when every seat is scripted."""
-    if not all(isinstance(p, str) for p in match.players):
-        raise TypeError("a pooled match names every player by its spec")
-    specs = {p for p in match.players if not is_scripted(p)}  # type: ignore[arg-type]
-    return tuple(sorted({backend_key(s) for s in specs}))
-
-
-def actor_resources(group: Group, cluster_gpus: float) -> dict[str, float]:
-    """Ray resources of one actor of ``group``: a GPU for a GPU engine, else CPUs."""
-    gpu, cpus = False, 1
-    for key in group:
-        parsed = parse_spec(key)
-        config = backend_config(parsed.kind, dict(parsed.params))
-        device = getattr(config, "device", None)
-        if parsed.kind == "vllm" or device == "auto":
-            gpu |= cluster_gpus >= 1
-        elif device == "cuda":
-            gpu = True
-        cpus = max(cpus, getattr(config, "threads", None) or 1)
-    return {"num_cpus": cpus, "num_gpus": 1} if gpu else {"num_cpus": cpus}
-
-
-class ModelActor:
-    """One Ray actor process serving a model group: it plays the chunks it is sent and keeps
-    the group's back-ends loaded between them (the process-wide back-end cache)."""
-
-    def play(self, task: Callable[[Sequence[Match]], Any], chunk: Sequence[Match]) -> Any:
-        return task(chunk)
-
-    def generate(
-        self, model: tuple[str, str, dict[str, str]], requests: Sequence[ChatRequest]
-    ) -> list[Completion]:
-        """Answer one batch of requests for the model (kind, name, back-end params) with this
-        process's back-end (loaded once, as for ``play``): another process's episodes, e.g. the
-        opponents' turns of a league's training rollouts (:mod:`tournaments.pool_backend`)."""
-        backend = get_backend(*model)
-        for adapter in sorted({r.adapter for r in requests if r.adapter}):
-            backend.add_adapter(adapter)  # type: ignore[attr-defined]
-        return backend.generate(requests)
-
-    def end_conversations(
-        self, model: tuple[str, str, dict[str, str]], conversations: Sequence[str]
-    ) -> None:
-        """Drop what the model's back-end keeps for these finished conversations (hf's KV)."""
-        end_conversations(get_backend(*model), conversations)
-
-    def loads(self) -> tuple[int, dict[str, int]]:
-        """(process id, models this process has loaded per back-end key): a restarted actor
-        is a new process whose loads count afresh."""
-        return os.getpid(), {b.key: b.stats.model_loads for b in open_backends()}
-
-    def where(self) -> tuple[str, int]:
-        """(node id, process id): which node and worker process this actor runs in."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id(), os.getpid()
 
 
 def _apply(task: Callable[[Sequence[Match]], Any], chunk: Sequence[Match]) -> Any:
     return task(chunk)
-
-
-@dataclass
-class _Actor:
-    handle: Any
-    group: Group
-    busy: bool = False
-    lost: bool = False
-    """Its worker died; it serves again once a ping answers (Ray restarted it)."""
-    starting: bool = True
-    """Not answered yet: it takes chunks once a ping answers (the cluster may have no room for
-    it until another group's actors or a league's learner free theirs)."""
-    ask_at: float = 0.0
-    """When to ping it again after Ray refused a ping (``time.monotonic``)."""
-    cpus: float = 1
-    """The CPUs Ray holds for it."""
-    pid: int | None = None
-    counted: dict[str, int] = field(default_factory=dict)
-    """Model loads of process ``pid`` already counted in a :class:`PoolRun`."""
 
 
 @dataclass
@@ -197,7 +100,7 @@ class ActorPool:
         if actors_per_group < 1:
             raise ValueError(f"actors_per_group must be >= 1, got {actors_per_group}")
         self.actors_per_group = actors_per_group
-        self.kept: list[_Actor] = []
+        self.kept: list[Actor] = []
         """Actors left from the last run (their group's back-ends loaded)."""
 
     @classmethod
@@ -230,10 +133,12 @@ class ActorPool:
         for key in sorted({backend_key(s) for s in specs if not is_scripted(s)}):
             actors = [a for a in self.kept if key in a.group]
             for _ in range(0 if actors else self.actors_per_group):
-                actors.append(_new_actor((key,), gpus))
+                actors.append(new_actor((key,), gpus))
                 self.kept.append(actors[-1])
             deadline = time.monotonic() + PLACEMENT_TIMEOUT_S
-            while not _ping(actors, deadline - time.monotonic()) and time.monotonic() < deadline:
+            while (
+                not ping_actors(actors, deadline - time.monotonic()) and time.monotonic() < deadline
+            ):
                 time.sleep(PING_S)  # every ping refused: the actors are restarting
             if not any(not (a.starting or a.lost) for a in actors):
                 raise RuntimeError(
@@ -284,13 +189,13 @@ class ActorPool:
         loose = deque(chunks.get((), []))
         attempts: dict[int, int] = {}
         # ref -> (what: "task" | "play" | "ping", actor, chunk, the queue it came from)
-        inflight: dict[Any, tuple[str, _Actor | None, list[Match] | None, deque | None]] = {}
+        inflight: dict[Any, tuple[str, Actor | None, list[Match] | None, deque | None]] = {}
         for actor in [a for a in self.kept if a.group not in queues]:
             ray.kill(actor.handle, no_restart=True)  # a group this run does not need
         actors = [a for a in self.kept if a.group in queues]
         self.kept = []
 
-        def ping(actor: _Actor) -> None:
+        def ping(actor: Actor) -> None:
             """Ask ``actor`` whether it serves; it takes chunks once the answer is in."""
             inflight[actor.handle.where.remote()] = ("ping", actor, None, None)
 
@@ -304,7 +209,7 @@ class ActorPool:
             for _ in range(max(0, count - have)):
                 # It takes chunks once it answers: one the cluster has no room for yet (a
                 # league's learner holds some) waits without holding any episodes.
-                actors.append(_new_actor(group, gpus))
+                actors.append(new_actor(group, gpus))
                 ping(actors[-1])
 
         def feed() -> None:
@@ -325,7 +230,7 @@ class ActorPool:
                 loose.popleft()
                 spare, tasks = spare - 1, tasks + 1
 
-        def count_loads(actor: _Actor) -> None:
+        def count_loads(actor: Actor) -> None:
             """Add the model loads of ``actor`` not counted yet to the run's."""
             try:  # an actor lost since its last chunk (or restarting) counts no loads
                 pid, loads = (
@@ -351,7 +256,7 @@ class ActorPool:
                 ray.kill(actor.handle, no_restart=True)
                 actors.remove(actor)
 
-        def lost(actor: _Actor | None, chunk: list[Match], source: deque, exc: Exception) -> None:
+        def lost(actor: Actor | None, chunk: list[Match], source: deque, exc: Exception) -> None:
             """A worker (an actor's, or a task's) died with ``chunk``: it goes back to the
             front of its queue."""
             tries = attempts[id(chunk)] = attempts.get(id(chunk), 0) + 1
@@ -439,60 +344,3 @@ class ActorPool:
             if not finished:  # a run that stopped early: its actors' state is unknown
                 for actor in actors:
                     ray.kill(actor.handle, no_restart=True)
-
-
-def _ping(actors: Sequence[_Actor], timeout: float) -> bool:
-    """Ask ``actors`` whether they serve (the first answer waited for up to ``timeout`` s, the
-    others 1 s more) and mark those that answer; a refused ping (a restarting actor) marks none.
-    Whether any of them serves now."""
-    import ray
-    from ray.exceptions import RayError
-
-    pings = {a.handle.where.remote(): a for a in actors}
-    ready, _ = ray.wait(list(pings), num_returns=1, timeout=max(timeout, 0))
-    ready += ray.wait(list(pings), num_returns=len(pings), timeout=1)[0] if ready else []
-    for ref in set(ready):
-        try:
-            ray.get(ref)
-        except RayError:
-            continue
-        pings[ref].starting = pings[ref].lost = False
-    return any(not (a.starting or a.lost) for a in actors)
-
-
-def _new_actor(group: Group, cluster_gpus: float) -> _Actor:
-    """A new model actor for ``group`` (restarted by Ray when its worker dies), not yet
-    answering: it serves once a ping comes back."""
-    import ray
-
-    options = actor_resources(group, cluster_gpus)
-    actor_class = ray.remote(max_restarts=-1, max_task_retries=0)(ModelActor)
-    return _Actor(actor_class.options(**options).remote(), group, cpus=options["num_cpus"])
-
-
-def require_ray() -> None:
-    """A clear error where Ray is not installed (it is an optional dependency)."""
-    if importlib.util.find_spec("ray") is None:
-        raise ValueError("the ray executor needs Ray: pip install 'bargain-arena[ray]'")
-
-
-def init_ray(ray_address: str | None, workers: int) -> bool:
-    """Join the cluster at ``ray_address`` (or ``RAY_ADDRESS``), else start a local instance of
-    ``workers`` CPUs; nothing when Ray is already initialised. Whether it started Ray."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    if ray_address or os.environ.get("RAY_ADDRESS"):
-        ray.init(address=ray_address)
-    else:  # "local": a new instance, never a cluster left running on this machine
-        ray.init(address="local", num_cpus=workers, include_dashboard=False)
-    return True
-
-
-def group_chunks(jobs: Sequence[Match], size: int) -> dict[Group, list[list[Match]]]:
-    """Jobs split by model group (play order kept within a group), then into chunks."""
-    groups: dict[Group, list[Match]] = {}
-    for job in jobs:
-        groups.setdefault(model_group(job), []).append(job)
-    return {g: [js[i : i + size] for i in range(0, len(js), size)] for g, js in groups.items()}

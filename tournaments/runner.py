@@ -58,7 +58,8 @@ from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
 from tournaments.lock import writer_lock
-from tournaments.ray_pool import ActorPool, PoolRun, group_chunks, require_ray
+from tournaments.ray_actors import group_chunks, require_ray
+from tournaments.ray_pool import ActorPool, PoolRun
 from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.schema import usage_rows
 from tournaments.store import Store

@@ -102,7 +102,8 @@ def test_a_second_builder_of_a_shared_base_waits_for_the_first_and_finds_it_buil
         with building(target, lines.append):
             found.append((target / "config.json").is_file())
 
-    builders = [threading.Thread(target=first), threading.Thread(target=second)]
+    # daemon threads: a failed assertion below must never keep the test process from exiting
+    builders = [threading.Thread(target=f, daemon=True) for f in (first, second)]
     builders[0].start()
     held.wait(10)
     builders[1].start()

@@ -1,7 +1,7 @@
-"""The ray executor's model-holding actors (tournaments/ray_pool.py): routing and resources as
-pure functions, then a real two-node Ray cluster on this machine: an LLM tournament on the pool
-stores what one process stores, a model loads once per actor, and a worker node killed
-mid-round costs no episode and stores none twice."""
+"""The ray executor's pool (tournaments/ray_pool.py) on a real two-node Ray cluster on this
+machine: an LLM tournament on the pool stores what one process stores, a model loads once per
+actor, and a worker node killed mid-round, or between two runs of a kept pool, costs no episode
+and stores none twice."""
 
 from __future__ import annotations
 
@@ -18,56 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.driver import Match
-from arena.catalog import default_catalog
-from arena.config import get_preset
-from arena.scenarios import make_scenario
 from tests.ray_cluster import actor_nodes, kill_node, two_node_cluster
 from tests.tournaments.test_runner import contents, stored_count, write_toml
 from tournaments.config import TournamentConfig
-from tournaments.ray_pool import (
-    ActorPool,
-    actor_resources,
-    backend_key,
-    group_chunks,
-    model_group,
-)
+from tournaments.ray_actors import backend_key
+from tournaments.ray_pool import ActorPool
 from tournaments.runner import run_tournament
 from tournaments.store import load_records
-
-SCENARIO = make_scenario(get_preset("in-distribution"), default_catalog(), 0, 0)
-
-
-def test_adapters_and_sampling_share_their_base_models_back_end_key() -> None:
-    base = backend_key("hf:/m/base?device=cpu")
-    assert backend_key("hf:/m/base?device=cpu&temperature=0.2&seed=3&history=2") == base
-    assert backend_key("hf:/m/base?device=cpu&batch_size=8") == base  # the default value
-    assert backend_key("hf:/m/base?device=cpu&batch_size=4") != base
-    assert backend_key("vllm:/m/base") != backend_key("hf:/m/base")
-
-
-def test_a_match_is_routed_by_the_back_ends_of_its_llm_seats() -> None:
-    llm = Match(SCENARIO, "hf:/m/a?temperature=0.5", ("scripted:time", "hf:/m/b", "hf:/m/a"))
-    assert model_group(llm) == ("hf:/m/a", "hf:/m/b")
-    scripted = Match(SCENARIO, "scripted:prober", ("scripted:time",) * 3)
-    assert model_group(scripted) == ()
-    chunks = group_chunks([llm, scripted, llm, llm], 2)
-    assert chunks == {("hf:/m/a", "hf:/m/b"): [[llm, llm], [llm]], (): [[scripted]]}
-
-
-@pytest.mark.parametrize(
-    ("group", "gpus", "resources"),
-    [
-        (("vllm:/m/a",), 8, {"num_cpus": 1, "num_gpus": 1}),
-        (("vllm:/m/a",), 0, {"num_cpus": 1}),  # vLLM's CPU build
-        (("hf:/m/a?device=cuda",), 0, {"num_cpus": 1, "num_gpus": 1}),
-        (("hf:/m/a",), 1, {"num_cpus": 1, "num_gpus": 1}),  # device=auto finds the GPU
-        (("hf:/m/a?device=cpu&threads=4",), 8, {"num_cpus": 4}),
-        (("openai:gpt?base_url=http://127.0.0.1:1/v1",), 8, {"num_cpus": 1}),
-    ],
-)
-def test_resources_are_declared_per_back_end(group, gpus, resources) -> None:
-    assert actor_resources(group, gpus) == resources
 
 
 def llm_tournament(model: Path, episodes: int = 12) -> TournamentConfig:
