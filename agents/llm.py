@@ -67,7 +67,7 @@ from arena.protocol import (
 
 AGENT_KEYS: tuple[str, ...] = (
     "persona", "narrate", "history", "prompt", "steer", "ladder", "budget_hint",
-    "list_hint",
+    "list_hint", "round_hint",
 )  # fmt: skip
 """Spec parameters that belong to the agent itself (sampling keys are the agent's too)."""
 
@@ -136,6 +136,14 @@ class LLMAgentConfig:
             "help": "Each of a buyer's turns says how far the seller's standing offer lies "
             "below list price, in whole percent (or that it is the list price): an anchor at "
             "list told from a concession; the decision stays its own. Sellers unchanged."
+        },
+    )
+    round_hint: bool = field(
+        default=False,
+        metadata={
+            "help": "A buyer's turn says, in words, when the seller's next message to it is "
+            "its last (or that it was): the count 'k of K' is digits a small model cannot "
+            "compare; the bid stays its own. Sellers unchanged; any market."
         },
     )
 
@@ -314,7 +322,10 @@ class LLMAgent:
             # One id per agent per episode (the live Conversation object's id keeps concurrent
             # episodes of the same scenario apart): back-ends key cached KV by it.
             self.conversation_id = f"{episode}#{id(self.conversation):x}"
-        user = observation(view, self.config.prompt, self.config.budget_hint, self.config.list_hint)
+        config = self.config
+        user = observation(
+            view, config.prompt, config.budget_hint, config.list_hint, config.round_hint
+        )
         move = None
         if self.narrator is not None:
             move = decided_move(self.narrator.act(view), view, self.spec)

@@ -287,19 +287,37 @@ def list_line(view: BuyerView) -> str:
     return f"This offer is {round(100 * (1 - offer / list_price))}% below list."
 
 
+def last_line(view: BuyerView) -> str:
+    """Whether the seller's next message on this channel is its last, or that was, in words
+    (agent option ``round_hint``): the count "2 of 3" is digits a small model cannot compare,
+    and it decides which bid the seller may still take (Section 3.1's cap K); "" before that."""
+    left = view.max_rounds - sum(e.speaker == "seller" for e in view.events)
+    if view.opening or left > 1:
+        return ""
+    if left == 1:
+        return "The seller's next message to you is its last."
+    return "That was the seller's last message to you."
+
+
 def observation(
     view: SellerView | BuyerView,
     style: str = "full",
     budget_hint: bool = False,
     list_hint: bool = False,
+    round_hint: bool = False,
 ) -> str:
     """The per-turn user message: the seller's board or the buyer's own channel; with
     ``budget_hint``, a buyer is also told whether its budget covers the seller's offer, with
-    ``list_hint`` how far the offer is below list."""
+    ``list_hint`` how far the offer is below list, with ``round_hint`` when the seller's next
+    message to it is its last."""
     if isinstance(view, SellerView):
         return compact_seller_text(view) if style == "compact" else seller_text(view)
     text = compact_buyer_text(view) if style == "compact" else buyer_text(view)
-    hints = [offer_line(view) if budget_hint else "", list_line(view) if list_hint else ""]
+    hints = [
+        offer_line(view) if budget_hint else "",
+        list_line(view) if list_hint else "",
+        last_line(view) if round_hint else "",
+    ]
     return "\n".join([text, *(line for line in hints if line)])
 
 

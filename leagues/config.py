@@ -46,7 +46,7 @@ from arena.config import MarketConfig
 from arena.settings import about as _help
 from arena.settings import check_positive_int as _positive_int
 from arena.settings import from_mapping, to_json
-from leagues.learner_config import BUYER_AIDS, TINY, LearnerConfig
+from leagues.learner_config import BUYER_AIDS, SINGLE_PRODUCT_AIDS, TINY, LearnerConfig
 from tournaments.config import market_config, read_toml_table
 from tournaments.runner import EXECUTORS
 
@@ -175,11 +175,11 @@ class LeagueConfig:
                 "league.learner.prompt = 'compact' is written for single-product markets; use "
                 "'full' with several products"
             )
-        for aid, off in BUYER_AIDS.items():
+        for aid in SINGLE_PRODUCT_AIDS:
             if getattr(self.learner, aid) and market.num_products > 1:
                 raise ValueError(
                     f"league.learner.{aid} is written for single-product markets (one budget); "
-                    f"set {aid} = {off} with several products"
+                    f"set {aid} = {BUYER_AIDS[aid]} with several products"
                 )
 
     def market_config(self) -> MarketConfig:

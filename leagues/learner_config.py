@@ -45,10 +45,12 @@ SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents", "opponents_explore", "o
 and the meta-solver its training opponents are drawn by, its exploration share and the members it
 draws from (RLlib's per-module overrides include how much each module trains and against which
 policies)."""
-BUYER_AIDS = {"ladder": "0", "budget_hint": "false", "list_hint": "false"}
+BUYER_AIDS = {"ladder": "0", "budget_hint": "false", "list_hint": "false", "round_hint": "false"}
 """The learner's buyer aids (``LearnerConfig`` fields and agent options of the same names), each
 with the value that turns it off: when set, part of the base (the warm start reads them) and of
-every spec of the learner; single-product markets only."""
+every spec of the learner."""
+SINGLE_PRODUCT_AIDS = ("ladder", "budget_hint", "list_hint")
+"""The aids that read one budget or one list price: single-product markets only."""
 OPPONENT_POOLS = ("all", "models", "scripted")
 """``opponents_from``: the other side's whole population, its model agents only, or its scripted
 agents only."""
@@ -152,6 +154,14 @@ class LearnerConfig:
             "When the learner buys, in training and evaluation, each of its turns says how far "
             "the seller's standing offer lies below list price (agents.prompts.list_line); the "
             "decision to take it stays the learner's."
+        ),
+    )
+    round_hint: bool = field(
+        default=False,
+        metadata=_help(
+            "When the learner buys, in training and evaluation, its turn says in words when the "
+            "seller's next message to it is its last, or that it was (agents.prompts.last_line); "
+            "the bid stays the learner's."
         ),
     )
     steer: str = field(

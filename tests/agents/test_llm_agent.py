@@ -192,17 +192,15 @@ def test_a_buyer_spec_with_a_ladder_sends_its_budget_shares_in_the_system_prompt
     buyer_reply = "Thought: o\nTalk: hi\nAction: [BUY] $1.00"
     with ScriptedChatServer(reply_text=lambda messages: buyer_reply) as server:
         agent = make_llm_agent(
-            spec(server, "prompt=compact&ladder=2&budget_hint=true&list_hint=true"), "buyer"
+            spec(server, "prompt=compact&ladder=2&budget_hint=true&list_hint=true&round_hint=true"),
+            "buyer",
         )
         reset(agent, config, sc, slot=1)
         agent.act(Market(config, sc).view("buyer_1"))
         system = server.requests[0].body["messages"][0]["content"]
     shares = budget_ladder(budget, 2)
-    assert (agent.config.ladder, agent.config.budget_hint, agent.config.list_hint) == (
-        2,
-        True,
-        True,
-    )
+    aids = agent.config
+    assert (aids.ladder, aids.budget_hint, aids.list_hint, aids.round_hint) == (2, True, True, True)
     assert system.endswith(
         f"Offers under your budget: 90% {format_price(shares[0])}, 80% {format_price(shares[1])}."
     )

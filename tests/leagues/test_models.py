@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from leagues.config import LeagueConfig
+from leagues.learner_config import BUYER_AIDS
 from leagues.models import (
     base_folder,
     base_settings,
@@ -57,22 +58,27 @@ def test_a_buyers_aids_have_their_own_base_and_specs_and_leagues_without_them_ke
     _, buyer, _ = _recipes(tmp_path)
     laddered = dataclasses.replace(
         buyer,
-        learner=dataclasses.replace(buyer.learner, ladder=4, budget_hint=True, list_hint=True),
+        learner=dataclasses.replace(
+            buyer.learner, ladder=4, budget_hint=True, list_hint=True, round_hint=True
+        ),
     )
     folder = tmp_path / "files" / "buy"
     assert "ladder" not in base_settings(buyer)["warm"]  # the names of earlier bases stay
     assert base_folder(laddered, folder) != base_folder(buyer, folder)
     assert tiny_model_folder(laddered, folder) == tiny_model_folder(buyer, folder)
-    assert not {"budget_hint", "list_hint"} & base_settings(buyer)["warm"].keys()
+    assert not {"budget_hint", "list_hint", "round_hint"} & base_settings(buyer)["warm"].keys()
     assert base_settings(laddered)["warm"]["list_hint"] is True
+    assert base_settings(laddered)["warm"]["round_hint"] is True
     params = learner_params(laddered.learner)  # trained and rated with them
-    assert (params["ladder"], params["budget_hint"], params["list_hint"]) == ("4", "true", "true")
-    assert not {"ladder", "budget_hint", "list_hint"} & learner_params(buyer.learner).keys()
+    assert [params[aid] for aid in BUYER_AIDS] == ["4", "true", "true", "true"]
+    assert not BUYER_AIDS.keys() & learner_params(buyer.learner).keys()
     dataclasses.replace(buyer, preset="multi-product", market={})  # without a ladder: fine
     for aid in ({"ladder": 4}, {"budget_hint": True}, {"list_hint": True}):
         learner = dataclasses.replace(buyer.learner, **aid)
         with pytest.raises(ValueError, match=f"{next(iter(aid))} is written for single-product"):
             dataclasses.replace(buyer, preset="multi-product", market={}, learner=learner)
+    rounds = dataclasses.replace(buyer.learner, round_hint=True)  # no budget read: any market
+    dataclasses.replace(buyer, preset="multi-product", market={}, learner=rounds)
 
 
 def test_a_tiny_model_stored_inside_an_earlier_base_folder_is_kept_there(tmp_path):
