@@ -8,9 +8,12 @@ One line per buyer agent that filled every buyer seat against the seller (``--se
 ``scripted:prober``): episodes, its replies after each seat's first message by kind, the
 malformed ones (re-sampled), the median bid over the seat's budget, the bids at or above the
 seller's cost of the product, the bids on the budget's ladder (a whole tenth of the budget, 10%
-to 100%, floored to cents: the rungs of the ``ladder`` agent option), and the deal rate and mean
-deal price over list. docs/training.md quotes it for c13 and c14 (why the trained buyers take
-the list price) and for the ladder runs (b10, c24: whether the model copies a rung).
+to 100%, floored to cents: the rungs of the ``ladder`` agent option), the deal rate and mean
+deal price over list, and the median bid over the budget by reply (the first reply after the
+seat's opening, the second, ...: whether the buyer raises its bid as the seller's messages run
+out, as ``scripted:time`` does). docs/training.md quotes it for c13 and c14 (why the trained
+buyers take the list price), for the ladder runs (b10, c24: whether the model copies a rung) and
+for c42-c43 (which reply the time buyer wins with).
 """
 
 from __future__ import annotations
@@ -31,23 +34,26 @@ def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
     """Counts over the buyers' replies after their first message (see the module docstring)."""
     kinds: Counter[str] = Counter()
     malformed, ratios, at_cost, on_ladder = 0, [], 0, 0
+    by_reply: dict[int, list[float]] = {}
     for record in episodes:
-        opened: set[str] = set()
+        replies: Counter[str] = Counter()  # valid messages per seat, its opening the 0th
         for turn in record.result.turns:
             if turn.agent == SELLER:
                 continue
-            if turn.agent not in opened:  # the seat's opening (regulated), not a choice
-                if turn.valid:
-                    opened.add(turn.agent)
+            if not replies[turn.agent]:  # the seat's opening (regulated), not a choice
+                replies[turn.agent] += turn.valid
                 continue
             if not turn.valid:
                 malformed += 1
                 continue
+            reply = replies[turn.agent]
+            replies[turn.agent] += 1
             kinds[turn.kind or "?"] += 1
             if turn.kind == "BUY" and turn.price is not None:
                 product = turn.product or 0
                 budget = record.scenario.valuations[buyer_index(turn.agent)][product]
                 ratios.append(turn.price / budget)
+                by_reply.setdefault(reply, []).append(turn.price / budget)
                 at_cost += turn.price >= record.scenario.costs[product]
                 rungs = (floor_cents(budget), *budget_ladder(budget, MAX_LADDER_RUNGS))
                 on_ladder += cents(turn.price) in {cents(p) for p in rungs}
@@ -65,6 +71,7 @@ def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
         "bids": len(ratios),
         "deal_rate": len(deals) / len(episodes) if episodes else None,
         "deal_price_over_list": statistics.mean(over_list) if over_list else None,
+        "bid_over_budget_by_reply": [statistics.median(by_reply[i]) for i in sorted(by_reply)],
     }
 
 
@@ -91,7 +98,8 @@ def main() -> None:
             f"{'-' if median is None else f'{median:.2f}'}, bids >= cost "
             f"{f['bids_at_or_above_cost']} of {f['bids']}, on the ladder "
             f"{f['bids_on_the_ladder']}, deal rate {f['deal_rate']:.2f} at "
-            f"{'-' if price is None else f'{price:.2f}'} of list"
+            f"{'-' if price is None else f'{price:.2f}'} of list, bid/budget median by reply "
+            + " ".join(f"{m:.2f}" for m in f["bid_over_budget_by_reply"])
         )
 
 

@@ -4,6 +4,7 @@ price): on scripted episodes its counts agree with the records they come from.""
 from __future__ import annotations
 
 import importlib.util
+import statistics
 from pathlib import Path
 
 from agents.engine import play_vs_pool
@@ -37,6 +38,23 @@ def test_the_bid_counts_agree_with_the_episodes_they_are_read_from():
     assert figures["deal_rate"] == sum(bool(r.result.deals) for r in records) / 12
     assert figures["deal_price_over_list"] <= 1.0
     assert figures["bids_on_the_ladder"] < figures["bids"]  # time bids between the rungs
+    by_reply = figures["bid_over_budget_by_reply"]
+    assert len(by_reply) >= 2 and by_reply == sorted(by_reply)  # a time buyer raises its bid
+
+
+def test_the_bids_by_reply_are_the_medians_of_each_reply_after_the_opening():
+    config = get_preset("bilateral")
+    scenarios = make_scenarios(config, load_catalog(None), 5, 12)
+    records, _ = play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])
+    by_reply: dict[int, list[float]] = {}
+    for record in records:
+        budget = record.scenario.valuations[0][0]
+        buys = [t for t in record.result.turns if t.agent != "seller" and t.valid][1:]
+        for i, turn in enumerate(buys, start=1):
+            if turn.kind == "BUY":
+                by_reply.setdefault(i, []).append(turn.price / budget)
+    expected = [statistics.median(by_reply[i]) for i in sorted(by_reply)]
+    assert load_script().bid_figures(records)["bid_over_budget_by_reply"] == expected
 
 
 def test_a_buyer_on_the_ladder_has_every_bid_after_its_opening_counted_on_it():
