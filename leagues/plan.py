@@ -63,8 +63,8 @@ def learner_params(learner: LearnerConfig) -> dict[str, str]:
     """The agent parameters every spec of the learner carries, in training and evaluation, so
     that it reads the prompts it is trained on and decodes as it was trained:
     ``prompt=compact`` for the compact style, ``steer=deal`` for steered decoding, ``ladder=N``,
-    ``budget_hint=true``, ``list_hint=true`` and ``round_hint=true`` for a buyer's aids (defaults stay out of the
-    specs, so existing leagues keep their checkpoints' names)."""
+    ``budget_hint=true``, ``list_hint=true`` and ``round_hint=true`` for a buyer's aids
+    (defaults stay out of the specs, so existing leagues keep their checkpoints' names)."""
     params = {} if learner.prompt == "full" else {"prompt": learner.prompt}
     if learner.steer != "none":
         params["steer"] = learner.steer
