@@ -132,6 +132,18 @@ def in_thread(play: Callable[[], object], done: dict[str, object]) -> threading.
     return runner
 
 
+def assert_every_episode_once(
+    runner: threading.Thread, done: dict[str, object], db: Path, reference: Path
+) -> None:
+    """The run finished without an error, lost a worker and stored every episode once, as one
+    process plays it."""
+    assert not runner.is_alive() and "error" not in done, done
+    summary = done["summary"]
+    assert summary.played == stored_count(reference)
+    assert any("worker lost" in note for note in summary.notes), summary.notes
+    assert contents(db) == contents(reference)
+
+
 @pytest.fixture
 def node_killed(cluster):
     """The module's cluster, given back with two worker nodes after a test that killed one."""
@@ -162,11 +174,7 @@ def test_a_worker_node_killed_mid_round_loses_no_episode_and_stores_none_twice(
         kill_node(node_killed, actor_nodes("ModelActor"))
     finally:
         runner.join(120)
-    assert not runner.is_alive() and "error" not in done, done
-    summary = done["summary"]
-    assert summary.played == stored_count(reference)
-    assert any("worker lost" in note for note in summary.notes), summary.notes
-    assert contents(db) == contents(reference)  # every episode once, as one process plays it
+    assert_every_episode_once(runner, done, db, reference)
 
 
 @pytest.mark.slow
@@ -196,11 +204,7 @@ def test_a_kept_actor_whose_node_died_between_runs_costs_no_episode(
         )  # fmt: skip
         runner = in_thread(play, done)
         runner.join(180)
-        assert not runner.is_alive() and "error" not in done, done
-    summary = done["summary"]
-    assert summary.played == stored_count(reference)
-    assert any("worker lost" in note for note in summary.notes), summary.notes
-    assert contents(db) == contents(reference)
+        assert_every_episode_once(runner, done, db, reference)
 
 
 @pytest.mark.slow
