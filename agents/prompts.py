@@ -291,7 +291,7 @@ def last_line(view: BuyerView) -> str:
     """Whether the seller's next message on this channel is its last, or that was, in words
     (agent option ``round_hint``): the count "2 of 3" is digits a small model cannot compare,
     and it decides which bid the seller may still take (Section 3.1's cap K); "" before that."""
-    left = view.max_rounds - sum(e.speaker == "seller" for e in view.events)
+    left = view.max_rounds - view.seller_messages
     if view.opening or left > 1:
         return ""
     if left == 1:

@@ -80,6 +80,11 @@ class BuyerView(NamedTuple):
         return self.valuations[0]
 
     @property
+    def seller_messages(self) -> int:
+        """Messages the seller has sent this channel so far (of at most ``max_rounds``)."""
+        return sum(e.speaker == "seller" for e in self.events)
+
+    @property
     def list_price(self) -> float:
         return self.products[0].list_price
 

@@ -134,6 +134,11 @@ class Actor:
     counted: dict[str, int] = field(default_factory=dict)
     """Model loads of process ``pid`` already counted in a :class:`tournaments.ray_pool.PoolRun`."""
 
+    @property
+    def serves(self) -> bool:
+        """It has answered a ping since it was created or last lost: it takes chunks."""
+        return not (self.starting or self.lost)
+
 
 def ping_actors(actors: Sequence[Actor], timeout: float) -> bool:
     """Ask ``actors`` whether they serve (the first answer waited for up to ``timeout`` s, the
@@ -151,7 +156,7 @@ def ping_actors(actors: Sequence[Actor], timeout: float) -> bool:
         except RayError:
             continue
         pings[ref].starting = pings[ref].lost = False
-    return any(not (a.starting or a.lost) for a in actors)
+    return any(a.serves for a in actors)
 
 
 def new_actor(group: Group, cluster_gpus: float) -> Actor:

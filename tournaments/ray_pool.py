@@ -136,17 +136,16 @@ class ActorPool:
                 actors.append(new_actor((key,), gpus))
                 self.kept.append(actors[-1])
             deadline = time.monotonic() + PLACEMENT_TIMEOUT_S
-            while (
-                not ping_actors(actors, deadline - time.monotonic()) and time.monotonic() < deadline
-            ):
+            while not ping_actors(actors, deadline - time.monotonic()):
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"no actor for {key} answered in {PLACEMENT_TIMEOUT_S} s (free now: "
+                        f"{ray.available_resources()}); add a node with "
+                        f"{actor_resources((key,), gpus)}, or run the league with executor = "
+                        "'local'"
+                    )
                 time.sleep(PING_S)  # every ping refused: the actors are restarting
-            if not any(not (a.starting or a.lost) for a in actors):
-                raise RuntimeError(
-                    f"no actor for {key} answered in {PLACEMENT_TIMEOUT_S} s (free now: "
-                    f"{ray.available_resources()}); add a node with "
-                    f"{actor_resources((key,), gpus)}, or run the league with executor = 'local'"
-                )
-            served[key] = [a.handle for a in actors if not (a.starting or a.lost)]
+            served[key] = [a.handle for a in actors if a.serves]
         return served
 
     def close(self) -> None:
@@ -201,7 +200,7 @@ class ActorPool:
 
         for actor in actors:
             actor.busy = False
-            if actor.lost or actor.starting:  # serves once Ray has (re)started it
+            if not actor.serves:  # serves once Ray has (re)started it
                 ping(actor)
         for group, queue in queues.items():
             count = min(self.actors_per_group, len(queue))
@@ -215,7 +214,7 @@ class ActorPool:
         def feed() -> None:
             for actor in actors:
                 source = queues[actor.group] or loose
-                if source and not actor.busy and not actor.lost and not actor.starting:
+                if source and not actor.busy and actor.serves:
                     chunk = source.popleft()
                     actor.busy = True
                     ref = actor.handle.play.remote(task_ref, chunk)
@@ -235,7 +234,7 @@ class ActorPool:
             try:  # an actor lost since its last chunk (or restarting) counts no loads
                 pid, loads = (
                     (None, {})
-                    if actor.lost or actor.starting
+                    if not actor.serves
                     else ray.get(actor.handle.loads.remote(), timeout=60)
                 )
             except (RayActorError, GetTimeoutError):
@@ -273,7 +272,7 @@ class ActorPool:
                 note(lead)
                 return
             actor.busy, actor.lost = False, True
-            others = sum(not (a.lost or a.starting) for a in actors if a.group == actor.group)
+            others = sum(a.serves for a in actors if a.group == actor.group)
             note(f"{lead} " + (f"by {others} other actor(s)" if others else "once it is back"))
             ping(actor)  # answered once Ray has restarted the actor; then it takes chunks again
 
@@ -282,11 +281,7 @@ class ActorPool:
             asked = {id(a) for what, a, *_ in inflight.values() if what == "ping"}
             now = time.monotonic()
             for actor in actors:
-                if (
-                    (actor.lost or actor.starting)
-                    and id(actor) not in asked
-                    and actor.ask_at <= now
-                ):
+                if not actor.serves and id(actor) not in asked and actor.ask_at <= now:
                     ping(actor)
 
         def working(group: Group) -> bool:

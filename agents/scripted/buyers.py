@@ -104,8 +104,7 @@ class _Buyer:
             return self.open(view)
         p = target_product(view)
         offer = view.offers.get(p)
-        rounds = sum(1 for e in view.events if e.speaker == "seller")
-        bid = floor_cents(min(self.next_bid(view, p, rounds), view.valuations[p]))
+        bid = floor_cents(min(self.next_bid(view, p, view.seller_messages), view.valuations[p]))
         bid = on_ladder(bid, view.valuations[p], self.style.ladder)
         if offer is not None and (cents(offer) <= cents(bid) or self.accepts(view, p, offer)):
             return respond(view, Kind.DEAL, None, "The offer is within my plan.", "Deal.", p)

@@ -334,7 +334,8 @@ def test_a_budget_hint_says_each_buyer_turn_whether_its_budget_covers_the_offer(
 @pytest.mark.parametrize("style", ["full", "compact"])
 def test_a_round_hint_says_in_words_when_the_sellers_next_message_is_its_last(style: str):
     seller, buyer = compact_views()  # prober has sent buyer 1 one message of its cap K = 3
-    assert sum(e.speaker == "seller" for e in buyer.events) == 1 and buyer.max_rounds == 3
+    assert buyer.seller_messages == sum(e.speaker == "seller" for e in buyer.events) == 1
+    assert buyer.max_rounds == 3
     plain = observation(buyer, style)
     assert observation(buyer, style, round_hint=True) == plain  # two messages left: nothing
     one_left = buyer._replace(max_rounds=2)
@@ -349,16 +350,16 @@ def test_a_round_hint_says_in_words_when_the_sellers_next_message_is_its_last(st
     assert observation(opening, style, round_hint=True) == observation(opening, style)
     every = observation(one_left, style, budget_hint=True, list_hint=True, round_hint=True)
     assert every.split("\n")[-3:] == [
-        last_hint(one_left, budget_hint=True),
-        last_hint(one_left, list_hint=True),
+        last_hint(one_left, style, budget_hint=True),
+        last_hint(one_left, style, list_hint=True),
         "The seller's next message to you is its last.",
     ]  # budget, list, round: the order of the options
     assert observation(seller, style, round_hint=True) == observation(seller, style)
 
 
-def last_hint(view: BuyerView, **hint: bool) -> str:
+def last_hint(view: BuyerView, style: str, **hint: bool) -> str:
     """The one line a single hint adds to ``view``'s observation."""
-    return observation(view, "compact", **hint).split("\n")[-1]
+    return observation(view, style, **hint).split("\n")[-1]
 
 
 @pytest.mark.parametrize("style", ["full", "compact"])
