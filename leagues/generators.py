@@ -9,7 +9,8 @@ checkpoint's replies in evaluation, so training and evaluation stop on the same 
 
 **HF** (:class:`HFGenerator`, CPU or a GPU without vLLM): the project's decoding loop
 (:mod:`agents.backends.hf_decode`) on the model being trained. Each row samples from its own numpy
-generator seeded from the call's seed and the row's place, and returns the log-probability of each
+generator seeded from the call's seed and the row's place (or from its context's ``share``: a
+tree-rollout group's shared replies), and returns the log-probability of each
 token under the distribution it was drawn from (temperature, nucleus): what TRL recomputes.
 
 *KV reuse between turns.* A learner's context at turn ``k`` is its context at turn ``k - 1`` plus
@@ -62,6 +63,10 @@ class Context:
     """The stream's identity within one rollout (its KV cache's key)."""
     steer: Steer | None = None
     """Forced tokens of a protocol-legal move (the learner's ``steer`` option)."""
+    share: int | None = None
+    """The row's own sampling seed, used instead of the call's: contexts with the same share
+    and the same tokens draw the same reply (a tree-rollout group's shared replies,
+    ``learner.shared_replies``); None for an independent draw."""
 
 
 class Sample(NamedTuple):
@@ -80,6 +85,11 @@ Generate = Callable[[list[Context], int], list[Sample]]
 def row_seed(seed: int, row: int) -> int:
     """The sampling seed of row ``row`` of a generator call seeded ``seed``."""
     return int(np.random.SeedSequence([seed, row]).generate_state(1)[0]) & 0x7FFFFFFF
+
+
+def sampling_seed(context: Context, seed: int, row: int) -> int:
+    """The seed a context samples with: its share when it has one, else its row's."""
+    return row_seed(seed, row) if context.share is None else context.share
 
 
 def learner_stop_ids(model: Any, tokenizer: Any) -> frozenset[int]:
@@ -152,7 +162,10 @@ class HFGenerator:
         with torch.inference_mode():
             for start in range(0, len(contexts), self.chunk):
                 part = contexts[start : start + self.chunk]
-                rngs = [np.random.default_rng(row_seed(seed, start + i)) for i in range(len(part))]
+                rngs = [
+                    np.random.default_rng(sampling_seed(c, seed, start + i))
+                    for i, c in enumerate(part)
+                ]
                 caches, logits = zip(*(self._prefill(context) for context in part), strict=True)
                 steers = [context.steer for context in part]
                 decoded = decode(
@@ -216,8 +229,15 @@ class VLLMGenerator:
             )
         prompts = [list(context.ids) for context in contexts]
         if self.generation.mode == "colocate":
-            pairs = self._colocated(prompts, seed)
+            seeds = [sampling_seed(c, seed, row) for row, c in enumerate(contexts)]
+            pairs = self._colocated(prompts, seeds)
         else:
+            if any(context.share is not None for context in contexts):
+                raise ValueError(
+                    "league.learner.shared_replies: a vLLM server samples unseeded, so a "
+                    "group's episodes cannot share replies; use vllm_mode = 'colocate' or the "
+                    "hf sampler, or set shared_replies = [0]"
+                )
             _, ids, logprobs, _ = self.generation.generate(
                 prompts=prompts, images=None, num_generations=1
             )
@@ -229,7 +249,7 @@ class VLLMGenerator:
             ]
         return [cut_at_stop(ids, lps, self.stop_ids) for ids, lps in pairs]
 
-    def _colocated(self, prompts: Sequence[list[int]], seed: int) -> list[Sample]:
+    def _colocated(self, prompts: Sequence[list[int]], seeds: Sequence[int]) -> list[Sample]:
         """One engine call, every request with its own seed, TRL's sampling settings."""
         from vllm import SamplingParams
 
@@ -245,10 +265,7 @@ class VLLMGenerator:
             "logprobs": 0,
             **g.generation_kwargs,
         }
-        params = [
-            SamplingParams(**{**settings, "seed": row_seed(seed, row)})
-            for row in range(len(prompts))
-        ]
+        params = [SamplingParams(**{**settings, "seed": seed}) for seed in seeds]
         outputs = g.llm.generate(
             [{"prompt_token_ids": ids} for ids in prompts], sampling_params=params, use_tqdm=False
         )

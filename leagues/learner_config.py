@@ -40,11 +40,13 @@ SIDE_TRAIN_KEYS = (
 )  # fmt: skip
 """``learner.side_train`` keys: TRL's optimisation and sampling settings; the batch shape,
 completion length, sampler and adapter stay the league's."""
-SIDE_LEAGUE_KEYS = ("steps_per_generation", "opponents", "opponents_explore", "opponents_from")
+SIDE_LEAGUE_KEYS = (
+    "steps_per_generation", "opponents", "opponents_explore", "opponents_from", "shared_replies",
+)  # fmt: skip
 """The league settings ``learner.side_train`` also takes: a side's optimizer steps per generation
 and the meta-solver its training opponents are drawn by, its exploration share and the members it
 draws from (RLlib's per-module overrides include how much each module trains and against which
-policies)."""
+policies), and how many replies its GRPO groups share before they branch."""
 BUYER_AIDS = {"ladder": "0", "budget_hint": "false", "list_hint": "false", "round_hint": "false"}
 """The learner's buyer aids (``LearnerConfig`` fields and agent options of the same names), each
 with the value that turns it off: when set, part of the base (the warm start reads them) and of
@@ -120,6 +122,18 @@ class LearnerConfig:
             "ratings) or scripted (its scripted agents only: the side trains against the fixed "
             "anchors while the other lineage's checkpoints still play its evaluations); while "
             "the other side has none of those, all."
+        ),
+    )
+    shared_replies: tuple[int, ...] = field(
+        default=(0,),
+        metadata=_help(
+            "Tree rollouts: a GRPO group's episodes share their first n learner replies (drawn "
+            "with the same random numbers, so the same moves against deterministic opponents, "
+            "and trained on by none) and branch after them, so the group's advantages compare "
+            "only the later replies: the credit of a turn, not of the whole episode (VinePPO's "
+            "Monte Carlo values at a state, as GRPO groups). The groups of a step cycle through "
+            "the list: (0,) never shares; (0, 3) shares the first three replies in every "
+            "other group."
         ),
     )
     eval_episodes: int = field(
@@ -406,6 +420,10 @@ class LearnerConfig:
         """The members ``side`` draws its training opponents from (``OPPONENT_POOLS``)."""
         return str(self.side_setting(side, "opponents_from"))
 
+    def shared_replies_for(self, side: str) -> tuple[int, ...]:
+        """How many learner replies the GRPO groups of ``side`` share, cycled over its groups."""
+        return tuple(self.side_setting(side, "shared_replies"))
+
     def opponents_explore_for(self, side: str) -> float:
         """The exploration share of ``side``'s opponent mixture."""
         return float(self.side_setting(side, "opponents_explore"))
@@ -467,6 +485,16 @@ def _check_side_league_key(where: str, key: str, value: Any) -> None:
         allowed = META_SOLVERS if key == "opponents" else OPPONENT_POOLS
         if value not in allowed:
             raise ValueError(f"{where} must be one of {', '.join(allowed)}, got {value!r}")
+    elif key == "shared_replies":
+        if (
+            not isinstance(value, (list, tuple))
+            or not value
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
+        ):
+            raise ValueError(
+                f"{where} must be a non-empty list of reply counts >= 0, e.g. [0, 3] (every "
+                f"other group shares its first three learner replies), got {value!r}"
+            )
     elif key == "opponents_explore":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise ValueError(

@@ -176,37 +176,42 @@ def training_rows(
     """One dataset row per GRPO group, in step order: each scenario gets one opponent drawn
     from the mixture, who fills every opponent seat; self-play rows pair the seller and the
     first buyer seat of each scenario; a buyer with ``buyer_seats = "all"`` gets a row per buyer
-    seat of each scenario (the rows of one scenario share episodes)."""
+    seat of each scenario (the rows of one scenario share episodes). The ``j``-th scenario's
+    groups share as many learner replies as the ``j``-th entry of the side's ``shared_replies``,
+    cycled."""
     scenarios = training_scenarios(config, generation)
     n = config.market_config().num_buyers
+    cycle = config.learner.shared_replies_for(side)
     rows = []
     if side == "self-play":
-        for sc in scenarios:
+        for j, sc in enumerate(scenarios):
             seats = (LEARNER,) * n
             for trained in ("seller", "buyer_1"):
                 key = f"g{generation}/s{sc.index}/{trained}"
-                rows.append(GroupRow(key, sc, LEARNER, seats, trained))
+                rows.append(
+                    GroupRow(key, sc, LEARNER, seats, trained, shared=cycle[j % len(cycle)])
+                )
         return rows
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, generation, 17]))
     draws = sample_indices(rng, np.asarray(weights), len(scenarios))
-    for sc, k in zip(scenarios, draws.tolist(), strict=True):
-        opponent = opponents[k]
+    for j, (sc, k) in enumerate(zip(scenarios, draws.tolist(), strict=True)):
+        opponent, shared = opponents[k], cycle[j % len(cycle)]
         if side == "seller":
-            rows.append(
-                GroupRow(f"g{generation}/s{sc.index}", sc, LEARNER, (opponent,) * n, "seller")
-            )
+            key = f"g{generation}/s{sc.index}"
+            rows.append(GroupRow(key, sc, LEARNER, (opponent,) * n, "seller", shared=shared))
         elif seats_trained(config, side) > 1:
             # The learner in every buyer seat, one group per seat, credited by buyer_credit.
             credit = config.learner.buyer_credit
             for i in range(1, n + 1):
                 key = f"g{generation}/s{sc.index}/buyer_{i}"
-                rows.append(GroupRow(key, sc, opponent, (LEARNER,) * n, f"buyer_{i}", credit))
+                seats = (LEARNER,) * n
+                rows.append(GroupRow(key, sc, opponent, seats, f"buyer_{i}", credit, shared))
         else:
             # The learner takes slot 1; other buyer slots (N > 1) draw from the initial buyers.
             others = [config.buyers[sc.pool_index(i, len(config.buyers))] for i in range(1, n)]
             buyers = (LEARNER, *others)
             key, credit = f"g{generation}/s{sc.index}", config.learner.buyer_credit
-            rows.append(GroupRow(key, sc, opponent, buyers, "buyer_1", credit))
+            rows.append(GroupRow(key, sc, opponent, buyers, "buyer_1", credit, shared))
     return rows
 
 

@@ -74,6 +74,9 @@ class GroupRow:
     credit: str = "seat"
     """Whose reward scores the row: ``seat`` (the trained seat's) or ``side`` (the mean over
     every buyer seat, whoever fills it; ``learner.buyer_credit``)."""
+    shared: int = 0
+    """How many of the episode's first learner replies the group's episodes share (tree
+    rollouts, ``learner.shared_replies``): drawn alike and trained on by none."""
 
     def __post_init__(self) -> None:
         if len(self.buyers) != self.scenario.num_buyers:
@@ -83,6 +86,8 @@ class GroupRow:
             )
         if self.seat(self.trained) != LEARNER:
             raise ValueError(f"row {self.key!r}: trained seat {self.trained} is not a learner seat")
+        if isinstance(self.shared, bool) or not isinstance(self.shared, int) or self.shared < 0:
+            raise ValueError(f"row {self.key!r}: shared replies must be >= 0, got {self.shared!r}")
         side_on_seller = self.credit == "side" and self.trained == SELLER
         if self.credit not in BUYER_CREDIT or side_on_seller:
             raise ValueError(
@@ -162,23 +167,64 @@ class PolicyBatcher:
         return self.streams
 
     def generate(self, contexts: Sequence[Context]) -> list[Sample]:
+        """One reply per context. Contexts with the same share and tokens (a tree-rollout
+        group's shared reply) are sampled once and the reply copied: exactly one reply, where
+        rows of a padded batch would differ in the last bits of their logits."""
         state = np.random.SeedSequence([self.seed, self.rounds]).generate_state(1)[0]
         self.rounds += 1
-        replies = self.policy.generate(list(contexts), int(state) & 0x7FFFFFFF)
-        if len(replies) != len(contexts):
+        first: dict[tuple[int, tuple[int, ...]], int] = {}
+        unique: list[Context] = []
+        source = []
+        for context in contexts:
+            if context.share is None:
+                source.append(len(unique))
+                unique.append(context)
+                continue
+            key = (context.share, tuple(context.ids))
+            if key not in first:
+                first[key] = len(unique)
+                unique.append(context)
+            source.append(first[key])
+        replies = self.policy.generate(unique, int(state) & 0x7FFFFFFF)
+        if len(replies) != len(unique):
             raise RuntimeError(
-                f"the generator returned {len(replies)} replies for {len(contexts)} prompts"
+                f"the generator returned {len(replies)} replies for {len(unique)} prompts"
             )
-        return replies
+        return [replies[k] for k in source]
+
+
+@dataclass
+class Branch:
+    """Where an episode of a tree-rollout group branches: the episode's first ``shared`` learner
+    replies (over all its learner seats, in turn order) are drawn with random numbers of the
+    group's own (``group`` is the same for every episode of a GRPO group), so against
+    deterministic opponents every episode of the group makes the same moves up to there."""
+
+    group: int
+    """The group's sampling seed material: equal for the episodes of one group in one rollout."""
+    shared: int
+    replies: int = 0
+    """The episode's learner replies requested so far."""
+
+    def next_share(self) -> int | None:
+        """The sampling seed of the episode's next learner reply, None once it has branched."""
+        n = self.replies
+        self.replies += 1
+        if n >= self.shared:
+            return None
+        return int(np.random.SeedSequence([self.group, n]).generate_state(1)[0]) & 0x7FFFFFFF
 
 
 class Learner:
     """A learner seat: an :class:`LLMAgent` keeps its conversation (prompts, history) as in
     evaluation; its replies are sampled by the policy, and its tokens go on its stream."""
 
-    def __init__(self, policy: Policy, batcher: PolicyBatcher) -> None:
+    def __init__(self, policy: Policy, batcher: PolicyBatcher, branch: Branch) -> None:
         self.policy = policy
         self.batcher = batcher
+        self.branch = branch
+        self.shared = False
+        """Whether the reply being sampled is one of the group's shared replies."""
         self.spec = policy.spec
         self.stream = Stream()
         self.key = 0
@@ -212,7 +258,9 @@ class Learner:
             return Reply("", error=f"the episode would need {needed} tokens, more than "
                          f"max_episode_tokens={self.policy.max_episode_tokens}")  # fmt: skip
         stream.add(addition, None, trained=False)
-        context = Context(stream.context, tuple(stream.ends), self.key, request.steer)
+        share = self.branch.next_share()
+        self.shared = share is not None
+        context = Context(stream.context, tuple(stream.ends), self.key, request.steer, share)
         stream.ends.append(len(context.ids))
         return context
 
@@ -221,8 +269,10 @@ class Learner:
         assert self.agent is not None
         ids, logprobs, forced = answer
         tokens_in = len(self.stream.context)
-        # Tokens the steer forced are the environment's, not the policy's: no loss on them.
-        self.stream.add(ids, logprobs, trained=[not f for f in forced] if forced else True)
+        # Tokens the steer forced are the environment's, not the policy's: no loss on them; nor
+        # on a shared reply, every episode of the group made it (its advantages sum to zero).
+        trained = False if self.shared else [not f for f in forced] if forced else True
+        self.stream.add(ids, logprobs, trained=trained)
         text = self.policy.chat.decode_reply(ids)
         self.stream.replies.append(text)
         message = self.agent.receive(Completion(text, tokens_in, len(ids)))
@@ -251,8 +301,15 @@ def play_rollouts(
     seats = config.agents
     learners: list[dict[str, Learner]] = []
     matches = []
+    groups: dict[tuple[Any, ...], int] = {}
     for row in rows:
-        mine = {seat: Learner(policy, batcher) for seat in seats if row.seat(seat) == LEARNER}
+        group = groups.setdefault(row.seating, len(groups))
+        branch = Branch(
+            int(np.random.SeedSequence([seed, group, 29]).generate_state(1)[0]), row.shared
+        )
+        mine = {
+            seat: Learner(policy, batcher, branch) for seat in seats if row.seat(seat) == LEARNER
+        }
         players = [mine.get(seat, row.seat(seat)) for seat in seats]
         learners.append(mine)
         matches.append(Match(row.scenario, players[0], tuple(players[1:])))

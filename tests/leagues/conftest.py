@@ -49,13 +49,17 @@ def buyer_reply(text: str, rng: np.random.Generator) -> str:
 @pytest.fixture()
 def text_policy() -> Callable[[Any], Generate]:
     """``make(tokenizer)``: a generator that answers every stream with a valid move of the
-    stream's role (read off its system prompt) and the end-of-turn token, logprob 0 each."""
+    stream's role (read off its system prompt) and the end-of-turn token, logprob 0 each; the
+    call's rows draw in turn from one generator seeded by the call, and a context with a
+    ``share`` from its own, seeded by it (as the real samplers do)."""
 
     def make(tokenizer: Any) -> Generate:
         def generate(contexts: list[Context], seed: int) -> list[Sample]:
-            rng = np.random.default_rng(seed)
+            rows = np.random.default_rng(seed)
             out = []
             for stream in contexts:
+                shared = stream.share is not None
+                rng = np.random.default_rng(stream.share) if shared else rows
                 context = tokenizer.decode(stream.ids)
                 reply = seller_reply if "You are the seller" in context else buyer_reply
                 text = reply(context, rng)

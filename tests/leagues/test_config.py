@@ -606,6 +606,9 @@ def test_a_side_trains_with_its_own_settings_and_the_other_with_the_leagues(tmp_
             "seller]\nopponents_from = 'humans'",
             r"opponents_from must be one of all, models, scripted, got",
         ),
+        ("buyer]\nshared_replies = 3", r"buyer.shared_replies must be a non-empty list .* got 3"),
+        ("buyer]\nshared_replies = []", r"shared_replies must be a non-empty list of reply"),
+        ("buyer]\nshared_replies = [0, -1]", r"reply counts >= 0, e.g. \[0, 3\]"),
     ],
 )
 def test_side_settings_name_what_is_wrong(tmp_path, table, message):
@@ -631,6 +634,18 @@ def test_the_exploration_share_is_the_leagues_unless_a_side_sets_its_own(tmp_pat
     )
     with pytest.raises(ValueError, match=r"league.learner.opponents_explore must be a number .*-1"):
         LeagueConfig.from_toml(write(tmp_path, text.replace("= 0.25", "= -1")))
+
+
+def test_shared_replies_are_the_leagues_unless_a_side_sets_its_own(tmp_path):
+    learner = LeagueConfig.from_toml(write(tmp_path, SIDES)).learner
+    assert learner.shared_replies_for("buyer") == learner.shared_replies_for("seller") == (0,)
+    text = SIDES + "[league.learner.side_train.buyer]\nshared_replies = [0, 3]\n"
+    learner = LeagueConfig.from_toml(write(tmp_path, text)).learner
+    assert (learner.shared_replies_for("buyer"), learner.shared_replies_for("seller")) == (
+        (0, 3),
+        (0,),
+    )
+    assert learner.train_for("buyer") == learner.train  # a league setting, not TRL's
 
 
 def test_side_settings_for_a_side_the_learner_never_trains_are_refused(tmp_path):

@@ -44,6 +44,20 @@ def test_the_hf_generator_samples_up_to_a_stop_token_with_log_probabilities(tiny
         assert stops in ([], [len(ids) - 1])
 
 
+def test_a_context_with_a_share_samples_with_it_whatever_its_row_and_the_calls_seed(
+    tiny_model_dir,
+):
+    tok = load_chat_tokenizer(tiny_model_dir)
+    generate = HFGenerator(tiny(tiny_model_dir), tok, 1.0, 1.0, max_new_tokens=16, chunk=4)
+    ids, other = tok("Thought: hi")["input_ids"], tok("Talk: a longer prompt here")["input_ids"]
+    alone = generate([Context(ids, (), 0, share=11)], seed=9)[0]
+    moved = generate([Context(other, (), 1), Context(ids, (), 0, share=11)], seed=10)[1]
+    assert moved.ids == alone.ids  # the logprobs agree up to the padded batch's rounding
+    assert moved.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+    assert generate([Context(ids, (), 0, share=12)], seed=9)[0].ids != alone.ids
+    assert generate([Context(ids, (), 0)], seed=9)[0].ids != alone.ids  # its row's seed
+
+
 @dataclass(frozen=True)
 class AfterFirstToken(Steer):
     """Forces a price after the first sampled token (the decoding plumbing, not the rule)."""

@@ -82,6 +82,18 @@ def test_a_buyer_in_every_seat_gets_a_group_per_seat_and_scenario_within_one_ste
         buyer_in_every_seat(tmp_path, 2)
 
 
+def test_the_groups_of_a_step_cycle_through_the_shared_replies_a_scenarios_seats_alike(tmp_path):
+    config = buyer_in_every_seat(tmp_path, 3)
+    assert {r.shared for r in training_rows(config, 2, "buyer", ["scripted:prober"], [1.0])} == {0}
+    side_train = {"buyer": {"shared_replies": [0, 3]}}
+    learner = dataclasses.replace(config.learner, side_train=side_train)
+    config = dataclasses.replace(config, learner=learner)
+    rows = training_rows(config, 2, "buyer", ["scripted:prober"], [1.0])
+    assert [r.shared for r in rows] == [0, 0, 0, 3, 3, 3] * 2  # three seats of each scenario
+    sellers = training_rows(config, 1, "seller", ["scripted:time"], [1.0])
+    assert {r.shared for r in sellers} == {0}  # the buyer's setting only
+
+
 def test_buyer_credit_reaches_every_buyer_row_whoever_fills_the_other_seats(tmp_path):
     config = buyer_in_every_seat(tmp_path, 3)
     assert {r.credit for r in training_rows(config, 2, "buyer", ["scripted:prober"], [1.0])} == {

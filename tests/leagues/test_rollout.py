@@ -224,6 +224,74 @@ def test_side_credit_scores_every_seat_with_the_mean_of_the_buyer_seats_rewards(
         GroupRow("s0", scenario, LEARNER, ("scripted:time",) * 3, "seller", "side")
 
 
+def replies_of(tokenizer, stream) -> list[list[tuple[int, int]]]:
+    """A stream's replies, each as (token, trained mark) pairs: from where its turn's context
+    ended to its end-of-turn token."""
+    pairs = list(zip(stream.completion_ids, stream.env_mask, strict=True))
+    out = []
+    for end in stream.ends:
+        start = end - len(stream.prompt_ids)
+        stop = stream.completion_ids.index(tokenizer.eos_token_id, start)
+        out.append(pairs[start : stop + 1])
+    return out
+
+
+def test_a_groups_episodes_share_their_first_replies_untrained_and_branch_after_them(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    scenario = make_scenario(MARKET, CATALOG, 5, 0)
+    seats = [f"buyer_{i}" for i in (1, 2, 3)]
+
+    def rows(shared: int) -> list[GroupRow]:
+        row = lambda seat: GroupRow(  # noqa: E731
+            f"s0/{seat}", scenario, "scripted:prober", (LEARNER,) * 3, seat, shared=shared
+        )
+        return [row(seat) for seat in seats for _ in range(4)]
+
+    gen = policy(tok, text_policy(tok))
+    plain = play_rollouts(assign_episodes(rows(0))[0], MARKET, gen, seed=3)
+    tree = play_rollouts(assign_episodes(rows(4))[0], MARKET, gen, seed=3)
+
+    def marked(rollout, trained: int) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        """The episode's replies whose tokens all carry ``trained``, by (seat, reply number)."""
+        out = {}
+        for seat in seats:
+            for k, reply in enumerate(replies_of(tok, rollout.streams[seat])):
+                if {mark for _, mark in reply} == {trained}:
+                    out[(seat, k)] = reply
+        return out
+
+    # Prober anchors on each buyer once (the regulated openings), then works one: the first four
+    # replies, every seat's opening and one second reply, are the group's, trained on by none.
+    shared = marked(tree[0], 0)
+    assert len(shared) == 4 and {k for _, k in shared} == {0, 1}
+    assert all(marked(rollout, 0) == shared for rollout in tree)
+    later = [marked(rollout, 1) for rollout in tree]
+    assert all(later) and not any(set(r) & set(shared) for r in later)  # the rest is trained
+    assert len({tuple(map(tuple, r.values())) for r in later}) > 1  # and branches
+    # Without sharing every reply is trained, and the second replies differ between episodes.
+    assert all(not marked(rollout, 0) for rollout in plain)
+    seconds = {tuple(replies_of(tok, r.streams[s])[1]) for r in plain for s in seats if
+               len(replies_of(tok, r.streams[s])) > 1}  # fmt: skip
+    assert len(seconds) > 1
+    # The batcher samples a shared reply once per group and round: fewer prompts generated.
+    prompts = []
+
+    def counting(contexts, seed):
+        prompts.append(len(contexts))
+        return text_policy(tok)(contexts, seed)
+
+    play_rollouts(assign_episodes(rows(4))[0], MARKET, policy(tok, counting), seed=3)
+    assert prompts[:4] == [1, 1, 1, 1]  # the four episodes' first four replies, one prompt each
+    assert prompts[4] == 4  # then each its own
+    # Another rollout seed shares other replies.
+    again = play_rollouts(assign_episodes(rows(4))[0], MARKET, gen, seed=4)
+    assert marked(again[0], 0) != shared
+    with pytest.raises(ValueError, match="shared replies must be >= 0, got -1"):
+        GroupRow("s0", scenario, LEARNER, ("scripted:time",) * 3, "seller", shared=-1)
+
+
 def test_an_episode_over_max_episode_tokens_errors_and_carries_no_reward(
     tiny_tokenizer, text_policy
 ):
