@@ -44,6 +44,7 @@ from arena.protocol import (
 )
 from arena.records import EpisodeRecord
 from arena.seats import ROLES
+from arena.views import BuyerView
 
 Chat = tuple[tuple[str, str], ...]
 
@@ -60,7 +61,7 @@ class ChatExample:
     seat: str = ""
 
 
-TALK_STYLES = ("scripted", "short")
+TALK_STYLES = ("scripted", "short", "share")
 
 
 def short_talk(text: str, view: View) -> str:
@@ -83,6 +84,27 @@ def short_talk(text: str, view: View) -> str:
     }[move.kind]
     move = dataclasses.replace(move, talk=talk)
     return render_seller(move) if seller else render_buyer(move)  # type: ignore[arg-type]
+
+
+def share_thought(text: str, view: View, rungs: int) -> str:
+    """``text`` with its short Talk (:func:`short_talk`) and, for a buyer's move after its
+    regulated opening, the Thought a ``steer=share`` model writes for it: ``Offer 70% of my
+    budget.`` for a bid on that rung (the nearest rung's digit for a bid off the ladder),
+    ``Offer 0% of my budget.`` for a DEAL or QUIT (:mod:`agents.steering`); a text that does not
+    parse is kept."""
+    text = short_talk(text, view)
+    if not isinstance(view, BuyerView) or (view.opening and view.regulated_opening is not None):
+        return text
+    move = parse_buyer(text, len(view.products) > 1)
+    if isinstance(move, FormatViolation):
+        return text
+    digit = "0"
+    if move.kind is Kind.BUY and move.price is not None:
+        budget = view.valuations[move.product or 0]
+        tenths = round(10 * move.price / budget) if budget > 0 else 9
+        digit = str(min(9, max(10 - rungs, tenths)))
+    thought = f"Offer {digit}{'%' if digit == '0' else '0%'} of my budget."
+    return render_buyer(dataclasses.replace(move, thought=thought))
 
 
 class Transcriber:
@@ -121,6 +143,8 @@ class Transcriber:
         text = self.replay.act(view)
         if self.talk == "short":
             text = short_talk(text, view)
+        elif self.talk == "share":
+            text = share_thought(text, view, self.config.ladder)
         request = self.agent.request(view)
         if self.agent.role in self.roles:
             seat = self.agent.context.role if self.agent.context is not None else ""

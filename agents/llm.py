@@ -109,8 +109,10 @@ class LLMAgentConfig:
             "help": "Steered decoding: none; deal (a seller's [DEAL] is written at the "
             "standing bid it takes); legal (deal, and the seller's target kept among the "
             "active channels); protocol (legal, and every line's field label, for a buyer "
-            "too); or ladder (protocol, and a buyer's [BUY] price drawn among its ladder's "
-            "rungs and its budget; needs ladder=N); agents.steering. hf back-end only."
+            "too); ladder (protocol, and a buyer's [BUY] price drawn among its ladder's "
+            "rungs and its budget; needs ladder=N); or share (protocol, and a buyer's move one "
+            "digit of its Thought: the tenths of its budget it offers, 0 for none, the price "
+            "written from it; needs ladder=N); agents.steering. hf back-end only."
         },
     )
 

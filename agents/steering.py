@@ -63,6 +63,18 @@ choice among ten rather than arithmetic the tiny model cannot do, and a group's 
 differ by that choice. A seller under ``ladder`` is steered as under ``protocol``; a price is
 held only where the tokenizer writes digits and the decimal point as tokens of their own.
 
+With ``steer=share`` a buyer's move is one token: after its regulated opening, its Thought line is
+written ``Thought: Offer `` and the model draws one digit, ``1`` to ``9`` for a bid at that many
+tenths of its budget (the rungs of its ladder, ``ladder=N``: the top ``N`` tenths) or ``0`` for no
+bid (never at a free opening, which must bid); the line ends ``0% of my budget.`` (or ``% of my
+budget.``). The Talk line is the model's. A digit of ``1`` to ``9`` writes the whole Action line,
+``[BUY]`` at that rung; ``0`` leaves the tag to the model among ``DEAL`` (when an offer stands) and
+``QUIT``. Under ``ladder`` the share is spread over the price's digits, each drawn among the rungs
+it could still become, and which rung a digit selects depends on the budget's magnitude; here it is
+one categorical choice the advantage moves directly, as ``deal`` makes a seller's decision the
+choice to close rather than six copied digits. The Thought is the buyer's own (the seller sees Talk
+and Action only).
+
 Only single-product markets are steered (a multi-product DEAL also names its product). The hf
 back-end and the league's hf sampler steer; the vllm and openai back-ends refuse the option.
 """
@@ -74,17 +86,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from arena.money import format_price, ladder_bids
+from arena.money import budget_ladder, format_price, ladder_bids
 from arena.protocol import BUYER_KINDS, SELLER_KINDS, Kind
 from arena.rules import is_active
 from arena.views import BuyerView, SellerView
 
-STEERS: tuple[str, ...] = ("none", "deal", "legal", "protocol", "ladder")
+STEERS: tuple[str, ...] = ("none", "deal", "legal", "protocol", "ladder", "share")
 """Values of the agent option ``steer``: none (plain sampling), deal (the ``[DEAL]`` price),
 legal (the price and a target among the active channels), protocol (legal, and every line's
-field label; a buyer's labels too) or ladder (protocol, and a buyer's bids on its budget
-ladder; needs ``ladder=N``); module docstring."""
-STRUCTURED = ("protocol", "ladder")
+field label; a buyer's labels too), ladder (protocol, and a buyer's bids on its budget
+ladder; needs ``ladder=N``) or share (protocol, and a buyer's move one digit of its Thought: the
+share of its budget it offers, the price written from it; needs ``ladder=N``); module
+docstring."""
+STRUCTURED = ("protocol", "ladder", "share")
+LADDERED = ("ladder", "share")
+"""The steers that read the buyer's ladder (``ladder=N``)."""
 """The steers that write every line's field label."""
 
 SELLER_FIELDS = ("Thought", "Target", "Talk", "Action")
@@ -115,6 +131,12 @@ class Steer:
     prices: tuple[str, ...] = ()
     """Under ``steer=ladder``, the prices a buyer's ``[BUY]`` may name, as written after its
     ``$`` (its ladder's rungs and its budget); empty: the price is the model's alone."""
+    shares: tuple[tuple[str, str], ...] = ()
+    """Under ``steer=share``, (digit, price as written after ``$``) of each rung a buyer may
+    offer: ``7`` bids 70% of its budget; empty: no share is drawn (the regulated opening, or
+    another steer)."""
+    must_bid: bool = False
+    """A free opening under ``steer=share``: an opening must bid, so no ``0`` is drawn."""
 
     def forced(self, reply: str) -> tuple[str, bool] | None:
         """(text to write next, whether the turn ends after it) for ``reply`` (the text so
@@ -124,6 +146,15 @@ class Steer:
         if price is not None:
             return price, True
         line = reply.rsplit("\n", 1)[-1]
+        if self.shares:
+            if line == "Thought:":
+                return " Offer ", False
+            digit = re.fullmatch(r"Thought: Offer ([0-9])", line)
+            if digit:
+                return ("%" if digit.group(1) == "0" else "0%") + " of my budget.\n", False
+            rung = dict(self.shares).get(self.share(reply) or "")
+            if line == "Action:" and rung is not None:
+                return f" [BUY] ${rung}", True
         if self.bid_written(line) in self.prices:  # a rung written in full ends the turn
             return "", True
         if self.fields is not None and self.active:  # the Target line: " <digit>\n"
@@ -179,6 +210,10 @@ class Steer:
         line = reply.rsplit("\n", 1)[-1]
         if line == "Target: " and self.active:
             return frozenset(str(number) for number in self.active)
+        if line == "Thought: Offer " and self.shares:
+            return frozenset({*(() if self.must_bid else ("0",)), *dict(self.shares)})
+        if line == "Action: [" and self.shares:  # share 0: no bid; a DEAL needs an offer
+            return frozenset({"QUIT", *(("DEAL",) if self.bids else ())})
         if line == "Action: [":
             return frozenset(self.kinds())
         written = self.bid_written(line)
@@ -187,6 +222,12 @@ class Steer:
                 p[len(written)] for p in self.prices if p.startswith(written) and p != written
             )
         return frozenset()
+
+    @staticmethod
+    def share(reply: str) -> str | None:
+        """The share digit a ``steer=share`` reply drew in its Thought line; None before it."""
+        drawn = re.match(r"Thought: Offer ([0-9])", reply)
+        return drawn.group(1) if drawn else None
 
     @staticmethod
     def bid_written(line: str) -> str | None:
@@ -236,7 +277,13 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0) -> Steer | None:
         regulated = view.regulated_opening if view.opening else None
         opening = None if regulated is None else format_price(regulated)
         prices = ladder_prices(view.valuations[0], ladder) if steer == "ladder" else ()
-        return Steer(offer, fields=BUYER_FIELDS, opening=opening, prices=prices)
+        shares = (
+            share_prices(view.valuations[0], ladder) if steer == "share" and not opening else ()
+        )
+        return Steer(
+            offer, fields=BUYER_FIELDS, opening=opening, prices=prices, shares=shares,
+            must_bid=bool(shares) and view.opening,
+        )  # fmt: skip
     if not isinstance(view, SellerView):
         return None
     bids = tuple(
@@ -255,6 +302,13 @@ def ladder_prices(budget: float, rungs: int) -> tuple[str, ...]:
     """The bids ``steer=ladder`` holds a buyer to (:func:`arena.money.ladder_bids`), as written
     after ``$``."""
     return tuple(dict.fromkeys(format_price(p)[1:] for p in ladder_bids(budget, rungs)))
+
+
+def share_prices(budget: float, rungs: int) -> tuple[tuple[str, str], ...]:
+    """(digit, price as written after ``$``) of the rungs ``steer=share`` offers: ``9`` for 90%
+    of the budget down to the ladder's ``rungs`` tenths (:func:`arena.money.budget_ladder`)."""
+    offers = budget_ladder(budget, rungs)
+    return tuple((str(9 - k), format_price(p)[1:]) for k, p in enumerate(offers))
 
 
 class Guidance(NamedTuple):
@@ -319,6 +373,6 @@ def check_steer(value: str, ladder: int = 0) -> str:
     the choices (or the missing ladder)."""
     if value not in STEERS:
         raise ValueError(f"steer={value!r} is unknown; choose one of {', '.join(STEERS)}")
-    if value == "ladder" and not ladder:
-        raise ValueError("steer=ladder holds a buyer's bids to its ladder: set ladder=N too")
+    if value in LADDERED and not ladder:
+        raise ValueError(f"steer={value} holds a buyer's bids to its ladder: set ladder=N too")
     return value

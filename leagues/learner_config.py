@@ -12,7 +12,7 @@ from typing import Any
 from agents import check_spec
 from agents.prompts import PROMPT_STYLES
 from agents.specs import SpecError, parse_spec
-from agents.steering import check_steer
+from agents.steering import LADDERED, check_steer
 from arena.money import check_ladder
 from arena.seats import ROLES
 from arena.settings import about as _help
@@ -28,7 +28,7 @@ TINY = "tiny"
 """``model = "tiny"``: build the project's tiny random chat model into the league folder."""
 
 
-WARM_START_TALK = ("scripted", "short")
+WARM_START_TALK = ("scripted", "short", "share")
 BUYER_SEATS = ("first", "all")
 """Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
 BUYER_CREDIT = ("seat", "side")
@@ -186,7 +186,9 @@ class LearnerConfig:
             "target drawn at an inactive channel is drawn again among the active ones); or "
             "protocol (legal, and every line's field label, a buyer's too); or ladder "
             "(protocol, and a buyer's [BUY] price drawn among its ladder's rungs and its "
-            "budget; needs ladder = N). Forced "
+            "budget; needs ladder = N); or share (protocol, and a buyer's move one digit of its "
+            "Thought, the tenths of its budget it offers or 0 for none, the price written from "
+            "it; needs ladder = N and warm_start_talk = 'share'). Forced "
             "tokens carry no loss; the cost floor stays the learner's to learn; "
             "agents.steering. hf only."
         ),
@@ -231,8 +233,10 @@ class LearnerConfig:
     warm_start_talk: str = field(
         default="scripted",
         metadata=_help(
-            "The Talk lines fitted on: scripted (as the agents wrote them) or short (one short "
-            "sentence naming the action, so a small model spends its capacity on the moves)."
+            "The Talk lines fitted on: scripted (as the agents wrote them), short (one short "
+            "sentence naming the action, so a small model spends its capacity on the moves) or "
+            "share (short, and each buyer move's Thought the one steer = 'share' writes: "
+            "'Offer 70% of my budget.'; goes with that steer)."
         ),
     )
     warm_start_episodes: int = field(
@@ -364,7 +368,7 @@ class LearnerConfig:
         try:
             check_steer(self.steer, self.ladder)
         except ValueError as exc:
-            hint = f" ({where}.ladder = N)" if self.steer == "ladder" else ""
+            hint = f" ({where}.ladder = N)" if self.steer in LADDERED else ""
             raise ValueError(f"{where}.steer: {exc}{hint}") from None
         if self.steer != "none" and self.train.use_vllm:
             raise ValueError(
@@ -373,7 +377,13 @@ class LearnerConfig:
             )
         if self.warm_start_talk not in WARM_START_TALK:
             raise ValueError(
-                f"{where}.warm_start_talk must be scripted or short, got {self.warm_start_talk!r}"
+                f"{where}.warm_start_talk must be one of {', '.join(WARM_START_TALK)}, got "
+                f"{self.warm_start_talk!r}"
+            )
+        if self.warm_start and (self.steer == "share") != (self.warm_start_talk == "share"):
+            raise ValueError(
+                f"{where}: steer = 'share' and warm_start_talk = 'share' go together (the warm "
+                "start fits the Thought the steer writes); set both, or neither"
             )
 
     @property

@@ -20,6 +20,7 @@ from agents.llm import LLMAgentConfig
 from agents.testing.http_server import ScriptedChatServer
 from arena.catalog import load_catalog
 from arena.config import get_preset
+from arena.money import budget_ladder
 from arena.records import EpisodeRecord
 from arena.scenarios import make_scenarios
 
@@ -134,6 +135,35 @@ def test_short_talk_names_the_move_and_keeps_the_episode() -> None:
         assert talk in ("Talk: Deal.", "Talk: Goodbye.") or re.fullmatch(
             r"Talk: (My price is|I can pay) \$[\d,]+\.\d\d\.", talk
         )
+
+
+def test_share_thoughts_name_the_rung_a_buyer_bids_and_what_the_steer_then_writes() -> None:
+    scenarios = make_scenarios(CONFIG, load_catalog(None), 6, 4)
+    ladder = ["scripted:time?ladder=9", "scripted:time?e=0.01&opening=0.1&jitter=0&ladder=9"]
+    records = play_vs_pool(CONFIG, scenarios, "scripted:prober", ladder)[0]
+    agent = LLMAgentConfig(prompt="compact", ladder=9)
+    short = chat_examples(records, CONFIG, roles=("buyer",), agent=agent, talk="short")
+    share = chat_examples(records, CONFIG, roles=("buyer",), agent=agent, talk="share")
+    assert len(share) == len(short)
+    digits, on_rung = set(), 0
+    for brief, example in zip(short, share, strict=True):
+        first, *rest = example.reply.splitlines()
+        assert rest == brief.reply.splitlines()[1:]  # the short Talk, the same move
+        budget = float(re.findall(r"budget[^$]*\$([\d,.]+\d)", example.messages[0][1])[0])
+        action = rest[-1]
+        if first == brief.reply.splitlines()[0]:  # the regulated opening keeps its Thought
+            assert "Offer" not in first
+            continue
+        digit = re.fullmatch(r"Thought: Offer (\d)0?% of my budget\.", first).group(1)
+        digits.add(digit)
+        if action.startswith("Action: [BUY] $"):
+            price = float(action.removeprefix("Action: [BUY] $").replace(",", ""))
+            assert digit != "0" and abs(price / budget - int(digit) / 10) <= 0.1
+            rungs = budget_ladder(budget, 9)  # on a rung: exactly the price the steer writes
+            on_rung += price in rungs and rungs[9 - int(digit)] == price
+        else:
+            assert digit == "0" and first == "Thought: Offer 0% of my budget."
+    assert "0" in digits and len(digits) > 2 and on_rung > 5
 
 
 def test_fitting_is_reproducible_for_a_seed(tiny_model_dir: Path, tmp_path: Path) -> None:

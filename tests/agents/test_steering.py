@@ -20,7 +20,7 @@ from agents.steering import Steer, ladder_prices, steer_for
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.game import Market
-from arena.money import cents, format_price
+from arena.money import budget_ladder, cents, format_price
 from arena.protocol import parse_seller
 from arena.scenarios import make_scenario
 
@@ -396,3 +396,71 @@ def test_replies_decoded_under_the_ladder_steer_bid_only_on_its_rungs(hf) -> Non
     assert len(bids) == len(requests)  # each reply ends on its rung, within its tokens
     assert set(bids) <= set(steer.prices)  # every bid a rung or the budget, and nothing after
     assert len(set(bids)) > 1  # which rung is drawn, not written
+
+
+SHARES = Steer((), fields=("Thought", "Talk", "Action"), shares=(("9", "39.12"), ("8", "34.77")))
+
+
+def test_the_share_steer_draws_one_digit_and_writes_the_rest_of_the_move_from_it():
+    assert SHARES.forced("") == ("Thought:", False)
+    assert SHARES.forced("Thought:") == (" Offer ", False)
+    assert SHARES.choices("Thought: Offer ") == frozenset({"0", "8", "9"})  # the rungs, or none
+    assert SHARES.forced("Thought: Offer 8") == ("0% of my budget.\n", False)
+    assert SHARES.forced("Thought: Offer 0") == ("% of my budget.\n", False)
+    head = "Thought: Offer 80% of my budget.\n"
+    assert SHARES.forced(head) == ("Talk:", False)
+    assert SHARES.forced(head + "Talk: hi") is None  # the words are the model's
+    assert SHARES.forced(head + "Talk: hi\nAction:") == (" [BUY] $34.77", True)  # 80%
+    none = "Thought: Offer 0% of my budget.\nTalk: hi\nAction:"
+    assert SHARES.forced(none) == (" [", False)
+    assert SHARES.choices(none + " [") == frozenset({"QUIT"})  # no offer stands: nothing to take
+    offer = dataclasses.replace(SHARES, bids=((1, "$41.00"),))
+    assert offer.choices(none + " [") == frozenset({"DEAL", "QUIT"})  # never a BUY off its share
+    assert offer.forced(none + " [DEAL]") == (" $41.00", True)
+
+
+def test_the_share_steer_reads_the_rungs_off_the_buyers_view_after_a_regulated_opening():
+    config = get_preset("in-distribution")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    view = market.view(market.current)
+    assert steer_for(view, "share", 9).shares == ()  # the regulated opening has no choice
+    later = steer_for(view._replace(opening=False), "share", 3)
+    budget = view.valuations[0]
+    assert [d for d, _ in later.shares] == ["9", "8", "7"]
+    assert [p for _, p in later.shares] == [format_price(p)[1:] for p in budget_ladder(budget, 3)]
+    with pytest.raises(ValueError, match="steer=share holds a buyer's bids to its ladder"):
+        steer_for(view, "share")
+
+
+@dataclass(frozen=True)
+class ShortTalk(Steer):
+    """A steer with the Talk line written for the model (an untrained model seldom ends it)."""
+
+    def forced(self, reply: str) -> tuple[str, bool] | None:
+        return (" hi\n", False) if reply.endswith("Talk:") else super().forced(reply)
+
+
+def test_replies_decoded_under_the_share_steer_are_moves_the_market_takes(hf) -> None:
+    config = get_preset("bilateral")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    view = market.view(market.current)  # a free opening: the share steer applies
+    steer = ShortTalk(**vars(steer_for(view, "share", 9)))
+    sampling = SamplingConfig(temperature=1.0, max_tokens=64, seed=0)
+    requests = [ChatRequest((("user", f"Offer {seed}"),),
+                            dataclasses.replace(sampling, seed=seed), steer=steer)
+                for seed in range(12)]  # fmt: skip
+    digits = set()
+    for reply in hf.generate(requests):
+        digit = Steer.share(reply.text)
+        digits.add(digit)
+        action = reply.text.split("\n")[-1]
+        expected = dict(steer.shares).get(digit)
+        assert action == (f"Action: [BUY] ${expected}" if expected else "Action: [QUIT]")
+        copy = Market(config, make_scenario(config, load_catalog(), 5, 0))
+        buyer = copy.current
+        copy.step(reply.text)  # a legal move, every time: the bid stands, or the buyer left
+        if expected:
+            assert format_price(copy.view(buyer).bids[0]) == f"${expected}"
+        else:
+            assert copy.done and copy.result().violation is None
+    assert len(digits) > 1 and "0" not in digits  # drawn among the rungs: an opening must bid

@@ -459,7 +459,16 @@ def learner_toml(extra: str) -> str:
     ("extra", "message"),
     [
         ('prompt = "tiny"\n', "league.learner.prompt must be one of full, compact"),
-        ('warm_start_talk = "loud"\n', "warm_start_talk must be scripted or short"),
+        ('warm_start_talk = "loud"\n', "warm_start_talk must be one of scripted, short, share"),
+        (
+            'warm_start = "scripted:prober"\nsteer = "share"\nladder = 9\n',
+            r"steer = 'share' and warm_start_talk = 'share' go together .* set both, or neither",
+        ),
+        (
+            'warm_start = "scripted:prober"\nwarm_start_talk = "share"\n',
+            r"steer = 'share' and warm_start_talk = 'share' go together",
+        ),
+        ('steer = "share"\n', r"learner\.steer: steer=share .* \(league\.learner\.ladder = N\)"),
         ('warm_start = "scripted:prober,hf:/x"\n', "must name scripted agents"),
         ('warm_start = "scripted:prober,scripted:nobody"\n', r"warm_start\[1\]"),
         (
@@ -477,6 +486,14 @@ def learner_toml(extra: str) -> str:
 def test_model_side_settings_are_checked_with_the_key_named(tmp_path, extra, message):
     with pytest.raises(ValueError, match=message):
         LeagueConfig.from_toml(write(tmp_path, learner_toml(extra)))
+
+
+def test_the_share_steer_reads_with_its_warm_start_talk(tmp_path):
+    text = (
+        'warm_start = "scripted:prober"\nsteer = "share"\nladder = 9\nwarm_start_talk = "share"\n'
+    )
+    learner = LeagueConfig.from_toml(write(tmp_path, learner_toml(text))).learner
+    assert (learner.steer, learner.warm_start_talk, learner.ladder) == ("share", "share", 9)
 
 
 def test_a_warm_start_may_mix_scripted_agents(tmp_path):
