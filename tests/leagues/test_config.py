@@ -396,6 +396,29 @@ def test_the_warm_buyer_coevolution_is_c22_with_the_buyers_temperature_only():
     assert "temperature" not in was["buyer"] and before["train"]["temperature"] == 0.7
 
 
+def test_the_share_coevolution_is_the_coevolution_with_the_buyer_recipe_of_c24_to_c45():
+    """examples/coevolution-share-league.toml (c45) is the co-evolution league with the buyer's
+    aids, credit, reward and opponents that docs/training.md measured one by one, and its move
+    one digit (steer and warm-start Thought "share"); the sellers' settings and the step are
+    unchanged."""
+    plain = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
+    share = read_toml_table(EXAMPLES / "coevolution-share-league.toml", "league")
+    assert changed_keys(plain, share) == {"name", "seeds", "buyers", "learner"}
+    before, learner = plain["learner"], share["learner"]
+    assert changed_keys(before, learner) == {
+        "steer", "ladder", "buyer_credit", "list_hint", "round_hint", "warm_start_talk",
+        "train_market", "side_train",
+    }  # fmt: skip
+    assert (learner["steer"], learner["warm_start_talk"], learner["ladder"]) == ("share",) * 2 + (
+        9,
+    )
+    assert learner["train_market"]["buyer_reward"] == "reservation_surplus"
+    assert learner["side_train"]["seller"] == before["side_train"]["seller"]
+    assert learner["side_train"]["buyer"]["opponents_from"] == "scripted"
+    config = LeagueConfig.from_toml(EXAMPLES / "coevolution-share-league.toml")
+    assert config.seeds == (0, 1, 2) and config.learner.shared_replies_for("buyer") == (0,)
+
+
 def test_the_buyer_league_is_the_hint_league_at_half_its_learning_rate():
     """examples/buyer-league.toml (k3) is b12's file (examples/buyer-hint-league.toml) at half
     its learning rate and nothing else: docs/training.md compares the two on the same seeds."""

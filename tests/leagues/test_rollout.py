@@ -42,6 +42,15 @@ def seller_rows(count: int, group: int, buyer: str = "scripted:time") -> list[Gr
     return rows
 
 
+def every_seat_vs_prober(scenario, per_seat: int, **fields) -> list[GroupRow]:
+    """The learner in every buyer seat against prober: a group of ``per_seat`` entries a seat."""
+    return [
+        GroupRow(f"s0/{seat}", scenario, "scripted:prober", (LEARNER,) * 3, seat, **fields)
+        for seat in ("buyer_1", "buyer_2", "buyer_3")
+        for _ in range(per_seat)
+    ]
+
+
 def policy(tokenizer, generate, max_episode_tokens: int = 16384) -> Policy:
     return Policy("hf:learner", ChatFormat(tokenizer), generate, 64, max_episode_tokens)
 
@@ -167,13 +176,7 @@ def test_a_buyer_in_every_seat_trains_each_seat_on_its_own_stream_and_reward(
     tiny_tokenizer, text_policy
 ):
     tok = tiny_tokenizer
-    scenario = make_scenario(MARKET, CATALOG, 5, 0)
-    seats = [f"buyer_{i}" for i in (1, 2, 3)]
-    rows = [
-        GroupRow(f"s0/{seat}", scenario, "scripted:prober", (LEARNER,) * 3, seat)
-        for seat in seats
-        for _ in range(2)
-    ]
+    rows = every_seat_vs_prober(make_scenario(MARKET, CATALOG, 5, 0), 2)
     to_play, serving = assign_episodes(rows)
     assert len(to_play) == 2 and serving == [0, 1, 0, 1, 0, 1]  # the seats share 2 episodes
     gen = policy(tok, text_policy(tok))
@@ -194,13 +197,9 @@ def test_side_credit_scores_every_seat_with_the_mean_of_the_buyer_seats_rewards(
 ):
     tok = tiny_tokenizer
     scenario = make_scenario(MARKET, CATALOG, 0, 0)
-    seats = [f"buyer_{i}" for i in (1, 2, 3)]
 
     def rows(credit: str) -> list[GroupRow]:
-        row = lambda seat: GroupRow(  # noqa: E731
-            f"s0/{seat}", scenario, "scripted:prober", (LEARNER,) * 3, seat, credit
-        )
-        return [row(seat) for seat in seats for _ in range(2)]
+        return every_seat_vs_prober(scenario, 2, credit=credit)
 
     gen = policy(tok, text_policy(tok))
     own = rollout_batch(rows("seat"), MARKET, gen, seed=1)
@@ -244,10 +243,7 @@ def test_a_groups_episodes_share_their_first_replies_untrained_and_branch_after_
     seats = [f"buyer_{i}" for i in (1, 2, 3)]
 
     def rows(shared: int) -> list[GroupRow]:
-        row = lambda seat: GroupRow(  # noqa: E731
-            f"s0/{seat}", scenario, "scripted:prober", (LEARNER,) * 3, seat, shared=shared
-        )
-        return [row(seat) for seat in seats for _ in range(4)]
+        return every_seat_vs_prober(scenario, 4, shared=shared)
 
     gen = policy(tok, text_policy(tok))
     plain = play_rollouts(assign_episodes(rows(0))[0], MARKET, gen, seed=3)
