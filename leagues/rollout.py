@@ -44,7 +44,7 @@ from arena.game import Market
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario
 from arena.seats import SELLER, buyer_index, seat_slot
-from leagues.generators import Context, Generate, Sample
+from leagues.generators import Context, Generate, Sample, row_seed
 from leagues.learner_config import BUYER_CREDIT
 from leagues.streams import ChatFormat, Stream
 
@@ -212,7 +212,7 @@ class Branch:
         self.replies += 1
         if n >= self.shared:
             return None
-        return int(np.random.SeedSequence([self.group, n]).generate_state(1)[0]) & 0x7FFFFFFF
+        return row_seed(self.group, n)
 
 
 class Learner:
