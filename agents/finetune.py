@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from agents import steering
 from agents.backends.base import Completion
 from agents.backends.hf_attention import register as register_attention
 from agents.backends.hf_backend import load_tokenizer
@@ -90,8 +91,8 @@ def share_thought(text: str, view: View, rungs: int) -> str:
     """``text`` with its short Talk (:func:`short_talk`) and, for a buyer's move after its
     regulated opening, the Thought a ``steer=share`` model writes for it: ``Offer 70% of my
     budget.`` for a bid on that rung (the nearest rung's digit for a bid off the ladder),
-    ``Offer 0% of my budget.`` for a DEAL or QUIT (:mod:`agents.steering`); a text that does not
-    parse is kept."""
+    ``Offer 0% of my budget.`` for a DEAL or QUIT (:func:`agents.steering.share_thought`, the
+    text the steer writes); a text that does not parse is kept."""
     text = short_talk(text, view)
     if not isinstance(view, BuyerView) or (view.opening and view.regulated_opening is not None):
         return text
@@ -100,11 +101,8 @@ def share_thought(text: str, view: View, rungs: int) -> str:
         return text
     digit = "0"
     if move.kind is Kind.BUY and move.price is not None:
-        budget = view.valuations[move.product or 0]
-        tenths = round(10 * move.price / budget) if budget > 0 else 9
-        digit = str(min(9, max(10 - rungs, tenths)))
-    thought = f"Offer {digit}{'%' if digit == '0' else '0%'} of my budget."
-    return render_buyer(dataclasses.replace(move, thought=thought))
+        digit = steering.share_digit(move.price, view.valuations[move.product or 0], rungs)
+    return render_buyer(dataclasses.replace(move, thought=steering.share_thought(digit)))
 
 
 class Transcriber:

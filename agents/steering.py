@@ -148,10 +148,10 @@ class Steer:
         line = reply.rsplit("\n", 1)[-1]
         if self.shares:
             if line == "Thought:":
-                return " Offer ", False
-            digit = re.fullmatch(r"Thought: Offer ([0-9])", line)
+                return f" {SHARE_OPEN}", False
+            digit = re.fullmatch(rf"Thought: {SHARE_OPEN}([0-9])", line)
             if digit:
-                return ("%" if digit.group(1) == "0" else "0%") + " of my budget.\n", False
+                return share_tail(digit.group(1)) + "\n", False
             rung = dict(self.shares).get(self.share(reply) or "")
             if line == "Action:" and rung is not None:
                 return f" [BUY] ${rung}", True
@@ -210,7 +210,7 @@ class Steer:
         line = reply.rsplit("\n", 1)[-1]
         if line == "Target: " and self.active:
             return frozenset(str(number) for number in self.active)
-        if line == "Thought: Offer " and self.shares:
+        if line == f"Thought: {SHARE_OPEN}" and self.shares:
             return frozenset({*(() if self.must_bid else ("0",)), *dict(self.shares)})
         if line == "Action: [" and self.shares:  # share 0: no bid; a DEAL needs an offer
             return frozenset({"QUIT", *(("DEAL",) if self.bids else ())})
@@ -226,7 +226,7 @@ class Steer:
     @staticmethod
     def share(reply: str) -> str | None:
         """The share digit a ``steer=share`` reply drew in its Thought line; None before it."""
-        drawn = re.match(r"Thought: Offer ([0-9])", reply)
+        drawn = re.match(rf"Thought: {SHARE_OPEN}([0-9])", reply)
         return drawn.group(1) if drawn else None
 
     @staticmethod
@@ -302,6 +302,29 @@ def ladder_prices(budget: float, rungs: int) -> tuple[str, ...]:
     """The bids ``steer=ladder`` holds a buyer to (:func:`arena.money.ladder_bids`), as written
     after ``$``."""
     return tuple(dict.fromkeys(format_price(p)[1:] for p in ladder_bids(budget, rungs)))
+
+
+SHARE_OPEN = "Offer "
+"""What a ``steer=share`` buyer's Thought starts with; the share digit follows it."""
+
+
+def share_tail(digit: str) -> str:
+    """The rest of a ``steer=share`` Thought after its digit: ``0% of my budget.`` (``% of my
+    budget.`` after ``0``, no bid)."""
+    return ("%" if digit == "0" else "0%") + " of my budget."
+
+
+def share_thought(digit: str) -> str:
+    """The whole Thought a ``steer=share`` buyer writes for ``digit`` (``Offer 70% of my
+    budget.``): the warm start (:func:`agents.finetune.share_thought`) fits this text."""
+    return f"{SHARE_OPEN}{digit}{share_tail(digit)}"
+
+
+def share_digit(price: float, budget: float, rungs: int) -> str:
+    """The share digit of a bid at ``price``: its nearest tenth of ``budget``, held to the
+    ladder's ``rungs`` (``9`` for a budget of 0, where every bid is the whole budget)."""
+    tenths = round(10 * price / budget) if budget > 0 else 9
+    return str(min(9, max(10 - rungs, tenths)))
 
 
 def share_prices(budget: float, rungs: int) -> tuple[tuple[str, str], ...]:

@@ -16,7 +16,7 @@ from agents.backends.base import ChatRequest, SamplingConfig
 from agents.llm import check_llm_spec, make_llm_agent
 from agents.scripted.buyers import on_ladder
 from agents.specs import SpecError
-from agents.steering import Steer, ladder_prices, steer_for
+from agents.steering import Steer, ladder_prices, share_digit, share_thought, steer_for
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.game import Market
@@ -417,6 +417,26 @@ def test_the_share_steer_draws_one_digit_and_writes_the_rest_of_the_move_from_it
     offer = dataclasses.replace(SHARES, bids=((1, "$41.00"),))
     assert offer.choices(none + " [") == frozenset({"DEAL", "QUIT"})  # never a BUY off its share
     assert offer.forced(none + " [DEAL]") == (" $41.00", True)
+
+
+def test_the_share_steers_forced_thought_is_the_text_the_warm_start_fits():
+    # The steer writes the Thought in pieces around the drawn digit; the warm start writes it
+    # whole (agents.finetune.share_thought): the two must be the same text, digit by digit.
+    for digit in "0123456789":
+        reply, (opened, _) = "Thought:", SHARES.forced("Thought:")
+        reply += opened + digit
+        tail, ends = SHARES.forced(reply)
+        assert not ends and reply + tail == f"Thought: {share_thought(digit)}\n"
+        assert Steer.share(reply + tail) == digit
+
+
+def test_a_bids_share_digit_is_its_nearest_tenth_of_the_budget_held_to_the_ladder():
+    assert share_digit(70.0, 100.0, 9) == "7"
+    assert share_digit(64.9, 100.0, 9) == "6" and share_digit(65.1, 100.0, 9) == "7"
+    assert share_digit(100.0, 100.0, 9) == "9"  # the whole budget: the top rung
+    assert share_digit(5.0, 100.0, 9) == "1"  # below the ladder: its lowest rung
+    assert share_digit(5.0, 100.0, 3) == "7"  # three rungs: 90%, 80%, 70%
+    assert share_digit(5.0, 0.0, 9) == "9"
 
 
 def test_the_share_steer_reads_the_rungs_off_the_buyers_view_after_a_regulated_opening():
