@@ -17,7 +17,12 @@ from arena.money import check_ladder
 from arena.seats import ROLES
 from arena.settings import about as _help
 from arena.settings import check_positive_int as _positive_int
-from leagues.sampling import META_SOLVERS
+from leagues.side_train import (
+    SIDE_LEAGUE_KEYS,
+    SIDE_TRAIN_KEYS,
+    check_side_league_key,
+    check_side_train,
+)
 from leagues.tiny import TinyConfig
 from leagues.train_config import TrainConfig
 
@@ -33,29 +38,12 @@ BUYER_SEATS = ("first", "all")
 """Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
 BUYER_CREDIT = ("seat", "side")
 """Values of ``learner.buyer_credit``: whose reward a buyer seat's group is scored by."""
-SIDE_TRAIN_KEYS = (
-    "learning_rate", "temperature", "top_p", "top_k", "beta", "epsilon", "epsilon_high",
-    "loss_type", "scale_rewards", "max_grad_norm", "weight_decay", "warmup_steps",
-    "warmup_ratio", "lr_scheduler_type",
-)  # fmt: skip
-"""``learner.side_train`` keys: TRL's optimisation and sampling settings; the batch shape,
-completion length, sampler and adapter stay the league's."""
-SIDE_LEAGUE_KEYS = (
-    "steps_per_generation", "opponents", "opponents_explore", "opponents_from", "shared_replies",
-)  # fmt: skip
-"""The league settings ``learner.side_train`` also takes: a side's optimizer steps per generation
-and the meta-solver its training opponents are drawn by, its exploration share and the members it
-draws from (RLlib's per-module overrides include how much each module trains and against which
-policies), and how many replies its GRPO groups share before they branch."""
 BUYER_AIDS = {"ladder": "0", "budget_hint": "false", "list_hint": "false", "round_hint": "false"}
 """The learner's buyer aids (``LearnerConfig`` fields and agent options of the same names), each
 with the value that turns it off: when set, part of the base (the warm start reads them) and of
 every spec of the learner."""
 SINGLE_PRODUCT_AIDS = ("ladder", "budget_hint", "list_hint")
 """The aids that read one budget or one list price: single-product markets only."""
-OPPONENT_POOLS = ("all", "models", "scripted")
-"""``opponents_from``: the other side's whole population, its model agents only, or its scripted
-agents only."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +266,7 @@ class LearnerConfig:
                 f"got {self.lr_schedule!r}"
             )
         for key in SIDE_LEAGUE_KEYS:
-            _check_side_league_key(f"{where}.{key}", key, getattr(self, key))
+            check_side_league_key(f"{where}.{key}", key, getattr(self, key))
         for name in ("eval_episodes", "warm_start_steps", "eval_batch_size"):
             _positive_int(where, name, getattr(self, name))
         if not isinstance(self.base_seed, int) or self.base_seed < -1:
@@ -298,38 +286,7 @@ class LearnerConfig:
                     f"{where}.{name} must be a table keyed by side, e.g. {example}; "
                     f"got {getattr(self, name)!r}"
                 )
-        for side, override in self.side_train.items():
-            if side not in ROLES:
-                raise ValueError(
-                    f"{where}.side_train.{side}: a side is seller or buyer, got {side!r}"
-                )
-            if self.side == "self-play":
-                raise ValueError(
-                    f"{where}.side_train: self-play trains both seats in one step; set "
-                    "[league.learner.train] instead"
-                )
-            if side not in self.roles:
-                raise ValueError(
-                    f"{where}.side_train.{side}: this learner never trains the {side} "
-                    f"(side = {self.side!r}); remove the table"
-                )
-            if not isinstance(override, Mapping):
-                raise ValueError(f"{where}.side_train.{side} must be a table of settings")
-            for key in override:
-                if key not in (*SIDE_TRAIN_KEYS, *SIDE_LEAGUE_KEYS):
-                    raise ValueError(
-                        f"{where}.side_train.{side}.{key}: not a per-side setting; one of "
-                        f"{', '.join((*SIDE_TRAIN_KEYS, *SIDE_LEAGUE_KEYS))} (set the others in "
-                        "[league.learner.train])"
-                    )
-            for key in SIDE_LEAGUE_KEYS:  # the league's own values are checked above
-                if key in override:
-                    _check_side_league_key(f"{where}.side_train.{side}.{key}", key, override[key])
-            rate = override.get("learning_rate", 1.0)
-            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
-                raise ValueError(
-                    f"{where}.side_train.{side}.learning_rate must be a positive number"
-                )
+        check_side_train(self.side_train, self.side, self.roles, where)
         for side, spec in self.start.items():
             if side not in self.roles or self.side == "self-play":
                 raise ValueError(
@@ -484,32 +441,3 @@ def start_checkpoint(spec: Any, where: str) -> tuple[str, str | None]:
             f"{where}: a start is a model checkpoint (hf:<model>?lora=<adapter>), got {spec!r}"
         )
     return parsed.name, parsed.params.get("lora") or None
-
-
-def _check_side_league_key(where: str, key: str, value: Any) -> None:
-    """Refuse a bad value of one of ``SIDE_LEAGUE_KEYS``, the league's or a side's, naming
-    ``where``: one check per key, whichever table it is set in."""
-    if key == "steps_per_generation":
-        _positive_int("", where, value)
-    elif key in ("opponents", "opponents_from"):
-        allowed = META_SOLVERS if key == "opponents" else OPPONENT_POOLS
-        if value not in allowed:
-            raise ValueError(f"{where} must be one of {', '.join(allowed)}, got {value!r}")
-    elif key == "shared_replies":
-        if (
-            not isinstance(value, (list, tuple))
-            or not value
-            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
-        ):
-            raise ValueError(
-                f"{where} must be a non-empty list of reply counts >= 0, e.g. [0, 3] (every "
-                f"other group shares its first three learner replies), got {value!r}"
-            )
-    elif key == "opponents_explore":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ValueError(
-                f"{where} must be a number from 0 (the meta-solver's mixture) to 1 (uniform), "
-                f"got {value!r}"
-            )
-    else:
-        raise KeyError(f"{key!r} is not a per-side league setting ({SIDE_LEAGUE_KEYS})")

@@ -10,8 +10,9 @@ import pytest
 
 from agents.specs import parse_spec
 from leagues.config import LeagueConfig
-from leagues.learner_config import SIDE_LEAGUE_KEYS, LearnerConfig
+from leagues.learner_config import LearnerConfig
 from leagues.models import base_folder, check_starts
+from leagues.side_train import SIDE_LEAGUE_KEYS
 from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, TrainConfig
 from tournaments.config import read_toml_table
 
