@@ -3,30 +3,20 @@ price): on scripted episodes its counts agree with the records they come from.""
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-from pathlib import Path
 
 from agents.engine import play_vs_pool
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenarios
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "buyer_bids.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("buyer_bids", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks import load_script
 
 
 def test_the_bid_counts_agree_with_the_episodes_they_are_read_from():
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, load_catalog(None), 5, 12)
     records, _ = play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])
-    figures = load_script().bid_figures(records)
+    figures = load_script("buyer_bids").bid_figures(records)
 
     assert figures["episodes"] == 12 and figures["malformed"] == 0
     buyer_turns = sum(1 for r in records for t in r.result.turns if t.agent != "seller")
@@ -54,7 +44,7 @@ def test_the_bids_by_reply_are_the_medians_of_each_reply_after_the_opening():
             if turn.kind == "BUY":
                 by_reply.setdefault(i, []).append(turn.price / budget)
     expected = [statistics.median(by_reply[i]) for i in sorted(by_reply)]
-    assert load_script().bid_figures(records)["bid_over_budget_by_reply"] == expected
+    assert load_script("buyer_bids").bid_figures(records)["bid_over_budget_by_reply"] == expected
 
 
 def test_a_buyer_on_the_ladder_has_every_bid_after_its_opening_counted_on_it():
@@ -62,5 +52,5 @@ def test_a_buyer_on_the_ladder_has_every_bid_after_its_opening_counted_on_it():
     scenarios = make_scenarios(config, load_catalog(None), 5, 12)
     climber = "scripted:time?e=1&opening=0.3&jitter=0&ladder=9"
     records, _ = play_vs_pool(config, scenarios, "scripted:prober", [climber])
-    figures = load_script().bid_figures(records)
+    figures = load_script("buyer_bids").bid_figures(records)
     assert figures["bids"] > 0 and figures["bids_on_the_ladder"] == figures["bids"]

@@ -5,25 +5,17 @@ its two ceilings are what they say: one spec for every seller, or the best spec 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
+from tests.benchmarks import BENCHMARKS, load_script
 from tournaments.evaluate import EvalConfig, evaluate
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "buyer_ceiling.py"
+SCRIPT = BENCHMARKS / "buyer_ceiling.py"
 ARGS = argparse.Namespace(
     preset="in-distribution", buyer_reward="budget_surplus", episodes=24, seed=3
 )
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("buyer_ceiling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_side_reward_is_the_mean_over_seats_of_held_out_episodes_under_the_reward_asked():
@@ -34,9 +26,11 @@ def test_the_side_reward_is_the_mean_over_seats_of_held_out_episodes_under_the_r
     )  # fmt: skip
     records = evaluate(config).records
     expected = statistics.fmean(statistics.fmean(r.result.buyer_rewards) for r in records)
-    assert load_script().side_reward(buyer, seller, ARGS) == expected
+    assert load_script("buyer_ceiling").side_reward(buyer, seller, ARGS) == expected
     other = argparse.Namespace(**{**vars(ARGS), "buyer_reward": "surplus_extraction"})
-    assert load_script().side_reward(buyer, seller, other) != expected  # the reward asked
+    assert (
+        load_script("buyer_ceiling").side_reward(buyer, seller, other) != expected
+    )  # the reward asked
 
 
 def test_the_best_spec_per_seller_is_at_least_the_best_single_spec():

@@ -3,11 +3,9 @@ attempt): each seller's gain over the reference is the mean difference on shared
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,16 +13,10 @@ from agents.engine import play_vs_pool
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenarios
+from tests.benchmarks import BENCHMARKS, load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "paired_sellers.py"
+SCRIPT = BENCHMARKS / "paired_sellers.py"
 SELLERS = ("scripted:prober", "scripted:satisficer")
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("paired_sellers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +30,7 @@ def records():
 
 
 def test_the_gain_is_the_mean_paired_difference_and_the_reference_gains_nothing(records):
-    rows = {r["seller"]: r for r in load_script().paired_rows(records, "*prober")}
+    rows = {r["seller"]: r for r in load_script("paired_sellers").paired_rows(records, "*prober")}
     reward = {s: [r.result.seller_reward for r in records if r.seller == s] for s in SELLERS}
 
     assert rows["scripted:prober"]["reward"]["gain"] == 0.0
@@ -54,7 +46,7 @@ def test_the_gain_is_the_mean_paired_difference_and_the_reference_gains_nothing(
 def test_a_reference_must_match_exactly_one_seller(records, pattern):
     choices = "choose one of scripted:prober, scripted:satisficer"
     with pytest.raises(ValueError, match=rf"matches (2|0) sellers, not one; {choices}"):
-        load_script().paired_rows(records, pattern)
+        load_script("paired_sellers").paired_rows(records, pattern)
 
 
 def test_pairing_by_seed_pairs_each_seeds_two_sellers_and_intervals_the_gains(records):
@@ -68,7 +60,9 @@ def test_pairing_by_seed_pairs_each_seeds_two_sellers_and_intervals_the_gains(re
             config, scenarios, f"scripted:prober?threshold=0.{k}", ["scripted:time"]
         )[0]
     ]
-    result = load_script().paired_by_seed(more, "*threshold=0.{k}", "*satisficer", [1, 9])
+    result = load_script("paired_sellers").paired_by_seed(
+        more, "*threshold=0.{k}", "*satisficer", [1, 9]
+    )
 
     gains = []
     for row, k in zip(result["seeds"], (1, 9), strict=True):
@@ -86,7 +80,7 @@ def test_pairing_by_seed_pairs_each_seeds_two_sellers_and_intervals_the_gains(re
 
 def test_pairing_by_seed_refuses_a_pattern_that_names_no_seller_for_a_seed(records):
     with pytest.raises(ValueError, match=r"matches 0 sellers \(seed 1\), not one"):
-        load_script().paired_by_seed(records, "*prober{k}", "*satisficer", [1])
+        load_script("paired_sellers").paired_by_seed(records, "*prober{k}", "*satisficer", [1])
 
 
 def test_the_command_line_refuses_seeds_that_are_not_numbers(tmp_path):
