@@ -87,12 +87,13 @@ def short_talk(text: str, view: View) -> str:
     return render_seller(move) if seller else render_buyer(move)  # type: ignore[arg-type]
 
 
-def share_thought(text: str, view: View, rungs: int) -> str:
+def share_thought(text: str, view: View, rungs: int, cue: bool = False) -> str:
     """``text`` with its short Talk (:func:`short_talk`) and, for a buyer's move after its
     regulated opening, the Thought a ``steer=share`` model writes for it: ``Offer 70% of my
     budget.`` for a bid on that rung (the nearest rung's digit for a bid off the ladder),
     ``Offer 0% of my budget.`` for a DEAL or QUIT (:func:`agents.steering.share_thought`, the
-    text the steer writes); a text that does not parse is kept."""
+    text the steer writes), after the steer's cue with ``cue`` (:func:`agents.steering.share_cue`);
+    a text that does not parse is kept."""
     text = short_talk(text, view)
     if not isinstance(view, BuyerView) or (view.opening and view.regulated_opening is not None):
         return text
@@ -102,7 +103,9 @@ def share_thought(text: str, view: View, rungs: int) -> str:
     digit = "0"
     if move.kind is Kind.BUY and move.price is not None:
         digit = steering.share_digit(move.price, view.valuations[move.product or 0], rungs)
-    return render_buyer(dataclasses.replace(move, thought=steering.share_thought(digit)))
+    opens = steering.share_cue(view) if cue else ""
+    thought = steering.share_thought(digit, opens)
+    return render_buyer(dataclasses.replace(move, thought=thought))
 
 
 class Transcriber:
@@ -142,7 +145,7 @@ class Transcriber:
         if self.talk == "short":
             text = short_talk(text, view)
         elif self.talk == "share":
-            text = share_thought(text, view, self.config.ladder)
+            text = share_thought(text, view, self.config.ladder, self.config.share_cue)
         request = self.agent.request(view)
         if self.agent.role in self.roles:
             seat = self.agent.context.role if self.agent.context is not None else ""

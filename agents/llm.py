@@ -67,7 +67,7 @@ from arena.protocol import (
 
 AGENT_KEYS: tuple[str, ...] = (
     "persona", "narrate", "history", "prompt", "steer", "ladder", "budget_hint",
-    "list_hint", "round_hint",
+    "list_hint", "round_hint", "share_cue",
 )  # fmt: skip
 """Spec parameters that belong to the agent itself (sampling keys are the agent's too)."""
 
@@ -148,6 +148,14 @@ class LLMAgentConfig:
             "compare; the bid stays its own. Sellers unchanged; any market."
         },
     )
+    share_cue: bool = field(
+        default=False,
+        metadata={
+            "help": "Under steer=share, a buyer's Thought opens with 'They hold list.' or "
+            "'They came down.' (the seller's standing offer at list or below it) before the "
+            "share digit is drawn: the cue sits where the bid is chosen. Needs steer=share."
+        },
+    )
 
     def __post_init__(self) -> None:
         check_ladder(self.ladder)
@@ -160,6 +168,9 @@ class LLMAgentConfig:
             raise ValueError(
                 f"narrate={self.narrate!r} must name a scripted agent, e.g. narrate=scripted:time"
             )
+        if self.share_cue and self.steer != "share":
+            raise ValueError(f"share_cue=true cues the share digit; it needs steer=share, got "
+                             f"steer={self.steer}")  # fmt: skip
         if self.history < -1:
             raise ValueError(f"history={self.history} is invalid: use -1 (all), 0 or more")
         if self.prompt not in PROMPT_STYLES:
@@ -344,7 +355,7 @@ class LLMAgent:
             # The adapter of an AdapterView back-end (agents.backends.adapters); None otherwise.
             adapter=getattr(self.backend, "adapter", None),
             conversation=self.conversation_id,
-            steer=steer_for(view, self.config.steer, self.config.ladder),
+            steer=steer_for(view, config.steer, config.ladder, config.share_cue),
         )
 
     def receive(self, completion: Completion) -> str:

@@ -73,7 +73,10 @@ budget.``). The Talk line is the model's. A digit of ``1`` to ``9`` writes the w
 it could still become, and which rung a digit selects depends on the budget's magnitude; here it is
 one categorical choice the advantage moves directly, as ``deal`` makes a seller's decision the
 choice to close rather than six copied digits. The Thought is the buyer's own (the seller sees Talk
-and Action only).
+and Action only). With ``share_cue`` (an agent option) the Thought opens with a cue read from the
+seller's standing offer, ``They hold list. `` or ``They came down. `` (:func:`share_cue`), before
+``Offer ``: the digit is drawn right after the words that tell an anchor at list from a
+concession, so its context differs between sellers that differ there.
 
 Only single-product markets are steered (a multi-product DEAL also names its product). The hf
 back-end and the league's hf sampler steer; the vllm and openai back-ends refuse the option.
@@ -86,7 +89,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from arena.money import budget_ladder, format_price, ladder_bids
+from arena.money import budget_ladder, cents, format_price, ladder_bids
 from arena.protocol import BUYER_KINDS, SELLER_KINDS, Kind
 from arena.rules import is_active
 from arena.views import BuyerView, SellerView
@@ -137,6 +140,9 @@ class Steer:
     another steer)."""
     must_bid: bool = False
     """A free opening under ``steer=share``: an opening must bid, so no ``0`` is drawn."""
+    cue: str = ""
+    """Under ``steer=share`` with ``share_cue``, the words the Thought opens with before
+    ``Offer `` (:func:`share_cue`); empty: none."""
 
     def forced(self, reply: str) -> tuple[str, bool] | None:
         """(text to write next, whether the turn ends after it) for ``reply`` (the text so
@@ -148,8 +154,8 @@ class Steer:
         line = reply.rsplit("\n", 1)[-1]
         if self.shares:
             if line == "Thought:":
-                return f" {SHARE_OPEN}", False
-            digit = re.fullmatch(rf"Thought: {SHARE_OPEN}([0-9])", line)
+                return f" {self.cue}{SHARE_OPEN}", False
+            digit = re.fullmatch(rf"Thought: {re.escape(self.cue)}{SHARE_OPEN}([0-9])", line)
             if digit:
                 return share_tail(digit.group(1)) + "\n", False
             rung = dict(self.shares).get(self.share(reply) or "")
@@ -210,7 +216,7 @@ class Steer:
         line = reply.rsplit("\n", 1)[-1]
         if line == "Target: " and self.active:
             return frozenset(str(number) for number in self.active)
-        if line == f"Thought: {SHARE_OPEN}" and self.shares:
+        if line == f"Thought: {self.cue}{SHARE_OPEN}" and self.shares:
             return frozenset({*(() if self.must_bid else ("0",)), *dict(self.shares)})
         if line == "Action: [" and self.shares:  # share 0: no bid; a DEAL needs an offer
             return frozenset({"QUIT", *(("DEAL",) if self.bids else ())})
@@ -226,7 +232,7 @@ class Steer:
     @staticmethod
     def share(reply: str) -> str | None:
         """The share digit a ``steer=share`` reply drew in its Thought line; None before it."""
-        drawn = re.match(rf"Thought: {SHARE_OPEN}([0-9])", reply)
+        drawn = re.match(rf"Thought: [^\n]*?{SHARE_OPEN}([0-9])", reply)
         return drawn.group(1) if drawn else None
 
     @staticmethod
@@ -260,11 +266,12 @@ class Steer:
         return price[len(written) :]
 
 
-def steer_for(view: Any, steer: str = "deal", ladder: int = 0) -> Steer | None:
+def steer_for(view: Any, steer: str = "deal", ladder: int = 0, cue: bool = False) -> Steer | None:
     """The steer at this view under option ``steer``: a seller's gets the standing bid of every
     buyer, for ``legal``, ``protocol`` and ``ladder`` the active channels, for the last two its
     field labels; a buyer's, its field labels under ``protocol`` and ``ladder``, under
-    ``ladder`` its bids on the ``ladder`` rungs of its budget (None for ``none``, a
+    ``ladder`` its bids on the ``ladder`` rungs of its budget, under ``share`` with ``cue`` its
+    Thought's cue (:func:`share_cue`) (None for ``none``, a
     multi-product market, a buyer under another steer, or a ``deal`` steer on a board without
     bids)."""
     if steer == "none" or len(view.products) != 1:
@@ -282,7 +289,7 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0) -> Steer | None:
         )
         return Steer(
             offer, fields=BUYER_FIELDS, opening=opening, prices=prices, shares=shares,
-            must_bid=bool(shares) and view.opening,
+            must_bid=bool(shares) and view.opening, cue=share_cue(view) if cue and shares else "",
         )  # fmt: skip
     if not isinstance(view, SellerView):
         return None
@@ -314,10 +321,24 @@ def share_tail(digit: str) -> str:
     return ("%" if digit == "0" else "0%") + " of my budget."
 
 
-def share_thought(digit: str) -> str:
-    """The whole Thought a ``steer=share`` buyer writes for ``digit`` (``Offer 70% of my
-    budget.``): the warm start (:func:`agents.finetune.share_thought`) fits this text."""
-    return f"{SHARE_OPEN}{digit}{share_tail(digit)}"
+def share_thought(digit: str, cue: str = "") -> str:
+    """The whole Thought a ``steer=share`` buyer writes for ``digit`` after ``cue`` (``Offer 70%
+    of my budget.``): the warm start (:func:`agents.finetune.share_thought`) fits this text."""
+    return f"{cue}{SHARE_OPEN}{digit}{share_tail(digit)}"
+
+
+def share_cue(view: BuyerView) -> str:
+    """The words a ``share_cue`` buyer's Thought opens with: ``They hold list. `` when the
+    seller's standing offer is the list price, ``They came down. `` below it, "" before an
+    offer; the binary of ``list_hint`` (:func:`agents.prompts.list_line`), written where the
+    share digit is drawn."""
+    if len(view.products) > 1:
+        raise ValueError("share_cue is written for single-product markets; leave it off")
+    offer = view.offers.get(0)
+    if offer is None:
+        return ""
+    held = cents(offer) >= cents(view.products[0].list_price)
+    return "They hold list. " if held else "They came down. "
 
 
 def share_digit(price: float, budget: float, rungs: int) -> str:

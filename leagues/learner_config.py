@@ -38,11 +38,14 @@ BUYER_SEATS = ("first", "all")
 """Values of ``learner.buyer_seats``: where a training buyer sits among several buyers."""
 BUYER_CREDIT = ("seat", "side")
 """Values of ``learner.buyer_credit``: whose reward a buyer seat's group is scored by."""
-BUYER_AIDS = {"ladder": "0", "budget_hint": "false", "list_hint": "false", "round_hint": "false"}
+BUYER_AIDS = {
+    "ladder": "0", "budget_hint": "false", "list_hint": "false", "round_hint": "false",
+    "share_cue": "false",
+}  # fmt: skip
 """The learner's buyer aids (``LearnerConfig`` fields and agent options of the same names), each
 with the value that turns it off: when set, part of the base (the warm start reads them) and of
 every spec of the learner."""
-SINGLE_PRODUCT_AIDS = ("ladder", "budget_hint", "list_hint")
+SINGLE_PRODUCT_AIDS = ("ladder", "budget_hint", "list_hint", "share_cue")
 """The aids that read one budget or one list price: single-product markets only."""
 
 
@@ -164,6 +167,15 @@ class LearnerConfig:
             "When the learner buys, in training and evaluation, its turn says in words when the "
             "seller's next message to it is its last, or that it was (agents.prompts.last_line); "
             "the bid stays the learner's."
+        ),
+    )
+    share_cue: bool = field(
+        default=False,
+        metadata=_help(
+            "Under steer = 'share', when the learner buys, its Thought opens with 'They hold "
+            "list.' or 'They came down.' (the seller's offer at list or below it) right before "
+            "the share digit it draws, in training, evaluation and the warm start "
+            "(agents.steering.share_cue); needs steer = 'share'."
         ),
     )
     steer: str = field(
@@ -331,6 +343,11 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.steer = {self.steer!r} runs on the hf sampler and back-end; with "
                 "train.use_vllm = true set steer = 'none'"
+            )
+        if self.share_cue and self.steer != "share":
+            raise ValueError(
+                f"{where}.share_cue = true cues the share digit; set {where}.steer = 'share' "
+                "or leave share_cue off"
             )
         if self.warm_start_talk not in WARM_START_TALK:
             raise ValueError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 from pathlib import Path
@@ -164,6 +165,34 @@ def test_share_thoughts_name_the_rung_a_buyer_bids_and_what_the_steer_then_write
         else:
             assert digit == "0" and first == "Thought: Offer 0% of my budget."
     assert "0" in digits and len(digits) > 2 and on_rung > 5
+
+
+def test_cued_share_thoughts_open_with_what_the_seller_last_offered() -> None:
+    # Against prober (anchors at list, then comes down on its last messages) and the
+    # satisficer (meets partway): the warm start's cue is the one the steer would write.
+    scenarios = make_scenarios(CONFIG, load_catalog(None), 6, 4)
+    buyers = ["scripted:time?ladder=9"]
+    records = []
+    for seller in ("scripted:prober", "scripted:satisficer"):
+        records += play_vs_pool(CONFIG, scenarios, seller, buyers)[0]
+    agent = LLMAgentConfig(
+        prompt="compact", ladder=9, steer="share", share_cue=True, list_hint=True
+    )
+    plain = chat_examples(records, CONFIG, roles=("buyer",), agent=dataclasses.replace(
+        agent, share_cue=False), talk="share")  # fmt: skip
+    cued = chat_examples(records, CONFIG, roles=("buyer",), agent=agent, talk="share")
+    cues = collections.Counter()
+    for example, bare in zip(cued, plain, strict=True):
+        first, *rest = example.reply.splitlines()
+        assert rest == bare.reply.splitlines()[1:]  # the same move, only the Thought cued
+        if "Offer" not in first:  # the regulated opening
+            continue
+        cue = re.fullmatch(r"Thought: (They hold list\. |They came down\. )Offer \d.*", first)
+        at_list = "This offer is the list price." in example.messages[-1][1]
+        assert cue is not None and (cue.group(1) == "They hold list. ") == at_list
+        assert first.replace(cue.group(1), "") == bare.reply.splitlines()[0]
+        cues[cue.group(1)] += 1
+    assert cues["They hold list. "] > 0 and cues["They came down. "] > 0
 
 
 def test_fitting_is_reproducible_for_a_seed(tiny_model_dir: Path, tmp_path: Path) -> None:

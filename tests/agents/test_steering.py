@@ -16,7 +16,14 @@ from agents.backends.base import ChatRequest, SamplingConfig
 from agents.llm import check_llm_spec, make_llm_agent
 from agents.scripted.buyers import on_ladder
 from agents.specs import SpecError
-from agents.steering import Steer, ladder_prices, share_digit, share_thought, steer_for
+from agents.steering import (
+    Steer,
+    ladder_prices,
+    share_cue,
+    share_digit,
+    share_thought,
+    steer_for,
+)
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.game import Market
@@ -428,6 +435,35 @@ def test_the_share_steers_forced_thought_is_the_text_the_warm_start_fits():
         tail, ends = SHARES.forced(reply)
         assert not ends and reply + tail == f"Thought: {share_thought(digit)}\n"
         assert Steer.share(reply + tail) == digit
+
+
+def test_a_cued_share_steer_writes_the_cue_before_the_digit_and_the_warm_starts_text():
+    cued = dataclasses.replace(SHARES, cue="They came down. ")
+    assert cued.forced("Thought:") == (" They came down. Offer ", False)
+    assert cued.choices("Thought: They came down. Offer ") == frozenset({"0", "8", "9"})
+    assert cued.choices("Thought: Offer ") == frozenset()  # not the cued line
+    for digit in "0123456789":
+        reply = "Thought: They came down. Offer " + digit
+        tail, ends = cued.forced(reply)
+        assert not ends and reply + tail == f"Thought: {share_thought(digit, cued.cue)}\n"
+        assert Steer.share(reply + tail) == digit
+    head = "Thought: They came down. Offer 80% of my budget.\nTalk: hi\nAction:"
+    assert cued.forced(head) == (" [BUY] $34.77", True)
+
+
+def test_the_share_cue_tells_an_offer_at_list_from_one_below_it():
+    config = get_preset("in-distribution")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    view = market.view(market.current)._replace(opening=False)
+    list_price = view.products[0].list_price
+    at_list = view._replace(offers={0: list_price})
+    below = view._replace(offers={0: list_price - 0.01})
+    assert share_cue(view._replace(offers={})) == ""  # nothing stands: nothing to read
+    assert share_cue(at_list) == "They hold list. "
+    assert share_cue(below) == "They came down. "  # a cent below list is a concession
+    assert steer_for(below, "share", 9, cue=True).cue == "They came down. "
+    assert steer_for(below, "share", 9).cue == ""  # off unless asked for
+    assert steer_for(view._replace(opening=True), "share", 9, cue=True).cue == ""  # regulated
 
 
 def test_a_bids_share_digit_is_its_nearest_tenth_of_the_budget_held_to_the_ladder():

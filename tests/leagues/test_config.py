@@ -11,7 +11,8 @@ import pytest
 from agents.specs import parse_spec
 from leagues.config import LeagueConfig
 from leagues.learner_config import LearnerConfig
-from leagues.models import base_folder, check_starts
+from leagues.models import base_folder, base_settings, check_starts
+from leagues.plan import learner_params
 from leagues.side_train import SIDE_LEAGUE_KEYS
 from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, TrainConfig
 from tournaments.config import read_toml_table
@@ -505,6 +506,7 @@ def learner_toml(extra: str) -> str:
         ("ladder = 10\n", r"learner\.ladder: ladder=10 is out of range: .* 0 \(none\) to 9"),
         ('steer = "ladder"\n', r"learner\.steer: steer=ladder .* \(league\.learner\.ladder = N\)"),
         ('steer = "bids"\n', r"learner\.steer: steer='bids' is unknown; choose one of none, "),
+        ("share_cue = true\n", r"learner\.share_cue = true cues the share digit; set .*steer"),
     ],
 )
 def test_model_side_settings_are_checked_with_the_key_named(tmp_path, extra, message):
@@ -518,6 +520,9 @@ def test_the_share_steer_reads_with_its_warm_start_talk(tmp_path):
     )
     learner = LeagueConfig.from_toml(write(tmp_path, learner_toml(text))).learner
     assert (learner.steer, learner.warm_start_talk, learner.ladder) == ("share", "share", 9)
+    cued = LeagueConfig.from_toml(write(tmp_path, learner_toml(text + "share_cue = true\n")))
+    assert learner_params(cued.learner)["share_cue"] == "true"  # every spec of the learner
+    assert base_settings(cued)["warm"]["share_cue"] is True  # its own base: the warm start cues
 
 
 def test_a_warm_start_may_mix_scripted_agents(tmp_path):
