@@ -247,8 +247,10 @@ def warm_start(config: LeagueConfig, base: Path, out: Path, log: Log) -> Path:
             fit,
             config=config.train_market_config(),
             roles=learner.warm_start_roles,
-            agent=LLMAgentConfig(
-                prompt=learner.prompt, **{aid: getattr(learner, aid) for aid in BUYER_AIDS}
+            agent=LLMAgentConfig(  # the learner's agent: its prompt, steer and aids
+                prompt=learner.prompt,
+                steer=learner.steer,
+                **{aid: getattr(learner, aid) for aid in BUYER_AIDS},
             ),
             talk=learner.warm_start_talk,
             log=log,
