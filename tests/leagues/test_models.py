@@ -70,7 +70,8 @@ def test_a_buyers_aids_have_their_own_base_and_specs_and_leagues_without_them_ke
     assert base_settings(laddered)["warm"]["list_hint"] is True
     assert base_settings(laddered)["warm"]["round_hint"] is True
     params = learner_params(laddered.learner)  # trained and rated with them
-    assert [params[aid] for aid in BUYER_AIDS] == ["4", "true", "true", "true"]
+    aids = ("ladder", "budget_hint", "list_hint", "round_hint")  # share_cue: test_config
+    assert [params[aid] for aid in aids] == ["4", "true", "true", "true"]
     assert not BUYER_AIDS.keys() & learner_params(buyer.learner).keys()
     dataclasses.replace(buyer, preset="multi-product", market={})  # without a ladder: fine
     for aid in ({"ladder": 4}, {"budget_hint": True}, {"list_hint": True}):
