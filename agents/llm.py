@@ -169,8 +169,9 @@ class LLMAgentConfig:
                 f"narrate={self.narrate!r} must name a scripted agent, e.g. narrate=scripted:time"
             )
         if self.share_cue and self.steer != "share":
-            raise ValueError(f"share_cue=true cues the share digit; it needs steer=share, got "
-                             f"steer={self.steer}")  # fmt: skip
+            raise ValueError(
+                f"share_cue=true cues the share digit; it needs steer=share, got {self.steer}"
+            )
         if self.history < -1:
             raise ValueError(f"history={self.history} is invalid: use -1 (all), 0 or more")
         if self.prompt not in PROMPT_STYLES:

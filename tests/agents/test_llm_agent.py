@@ -95,6 +95,7 @@ def test_temperature_defaults_come_from_the_market_config_per_role() -> None:
         ("temperature=hot", "temperature"),
         ("seed=abc", "abc"),
         ("colour=red", "colour"),
+        ("share_cue=true", "share_cue=true cues the share digit; it needs steer=share"),
     ],
 )
 def test_bad_agent_parameters_are_spec_errors_naming_the_parameter(
