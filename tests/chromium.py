@@ -38,6 +38,11 @@ def find_chromium() -> str | None:
     return None
 
 
+NAVIGATING = ("Inspected target navigated or closed", "Execution context was destroyed")
+"""Chromium's answers to an evaluation that a navigation interrupted (the page it ran in is
+gone): a wait polls again rather than failing, as a loaded machine makes the window wider."""
+
+
 class BrowserError(RuntimeError):
     """Chromium answered a command with an error, or a wait timed out."""
 
@@ -158,7 +163,12 @@ class Chromium:
         deadline = time.monotonic() + (timeout or self.timeout)
         check = f"(function () {{ var v = ({expression}); return v instanceof Node || v; }})()"
         while True:
-            value = self.evaluate(check)
+            try:
+                value = self.evaluate(check)
+            except BrowserError as error:  # a click's navigation replaced the page mid-poll
+                if not any(text in str(error) for text in NAVIGATING):
+                    raise
+                value = None
             if value:
                 return value
             if time.monotonic() > deadline:
