@@ -281,10 +281,16 @@ def list_line(view: BuyerView) -> str:
     offer = view.offers.get(0)
     if offer is None:
         return ""
-    list_price = view.products[0].list_price
-    if cents(offer) >= cents(list_price):
+    if offer_at_list(view):
         return "This offer is the list price."
-    return f"This offer is {round(100 * (1 - offer / list_price))}% below list."
+    return f"This offer is {round(100 * (1 - offer / view.products[0].list_price))}% below list."
+
+
+def offer_at_list(view: BuyerView) -> bool | None:
+    """Whether the seller's standing offer is the list price (to the cent; None before an
+    offer): what ``list_hint`` and the share steer's cue both tell the buyer."""
+    offer = view.offers.get(0)
+    return None if offer is None else cents(offer) >= cents(view.products[0].list_price)
 
 
 def last_line(view: BuyerView) -> str:

@@ -89,7 +89,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from arena.money import budget_ladder, cents, format_price, ladder_bids
+from agents.prompts import offer_at_list
+from arena.money import budget_ladder, format_price, ladder_bids
 from arena.protocol import BUYER_KINDS, SELLER_KINDS, Kind
 from arena.rules import is_active
 from arena.views import BuyerView, SellerView
@@ -334,10 +335,9 @@ def share_cue(view: BuyerView) -> str:
     share digit is drawn."""
     if len(view.products) > 1:
         raise ValueError("share_cue is written for single-product markets; leave it off")
-    offer = view.offers.get(0)
-    if offer is None:
+    held = offer_at_list(view)
+    if held is None:
         return ""
-    held = cents(offer) >= cents(view.products[0].list_price)
     return "They hold list. " if held else "They came down. "
 
 
