@@ -305,10 +305,11 @@ def test_the_handoff_league_names_the_checkpoints_the_two_recipes_train():
 
 
 def test_the_handoff_coevolution_is_the_coevolution_recipe_from_the_handoffs_checkpoints():
-    """examples/handoff-coevolution-league.toml is a copy of the co-evolution recipe (TOML has
-    no include) whose lineages start from the hand-off's last seller and the hand-off buyer
-    league's last buyer: a change to the recipe that is not carried over fails here."""
-    recipe = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
+    """examples/handoff-coevolution-league.toml is a copy of c15's co-evolution recipe
+    (examples/coevolution-protocol-league.toml; TOML has no include) whose lineages start from
+    the hand-off's last seller and the hand-off buyer league's last buyer: a change to the
+    recipe that is not carried over fails here."""
+    recipe = read_toml_table(EXAMPLES / "coevolution-protocol-league.toml", "league")
     chained = read_toml_table(EXAMPLES / "handoff-coevolution-league.toml", "league")
     differing = changed_keys(recipe, chained)
     assert differing == {"name", "learner"}
@@ -399,11 +400,11 @@ def test_the_warm_buyer_coevolution_is_c22_with_the_buyers_temperature_only():
 
 
 def test_the_share_coevolution_is_the_coevolution_with_the_buyer_recipe_of_c24_to_c45():
-    """examples/coevolution-share-league.toml (c45) is the co-evolution league with the buyer's
+    """examples/coevolution-share-league.toml (c45) is c15's co-evolution league with the buyer's
     aids, credit, reward and opponents that docs/training.md measured one by one, and its move
     one digit (steer and warm-start Thought "share"); the sellers' settings and the step are
     unchanged."""
-    plain = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
+    plain = read_toml_table(EXAMPLES / "coevolution-protocol-league.toml", "league")
     share = read_toml_table(EXAMPLES / "coevolution-share-league.toml", "league")
     assert changed_keys(plain, share) == {"name", "seeds", "buyers", "learner"}
     before, learner = plain["learner"], share["learner"]
@@ -419,6 +420,36 @@ def test_the_share_coevolution_is_the_coevolution_with_the_buyer_recipe_of_c24_t
     assert learner["side_train"]["buyer"]["opponents_from"] == "scripted"
     config = LeagueConfig.from_toml(EXAMPLES / "coevolution-share-league.toml")
     assert config.seeds == (0, 1, 2) and config.learner.shared_replies_for("buyer") == (0,)
+
+
+def test_the_coevolution_league_is_c15_with_c44s_buyer_recipe_and_four_times_the_evaluation():
+    """examples/coevolution-league.toml (c44, evaluated as c54) is c15's file with the buyer's
+    aids, credit, reward, opponents, step and tree rollouts that docs/training.md measured one by
+    one, and 192 held-out episodes a pair: the sellers' settings, the warm start and the seeds are
+    unchanged, so its checkpoints are c44's and only the evaluation grew."""
+    plain = read_toml_table(EXAMPLES / "coevolution-protocol-league.toml", "league")
+    recipe = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
+    assert changed_keys(plain, recipe) == {"name", "buyers", "learner"}
+    before, learner = plain["learner"], recipe["learner"]
+    assert changed_keys(before, learner) == {
+        "steer", "ladder", "buyer_credit", "list_hint", "round_hint", "eval_episodes",
+        "eval_batch_size", "train_market", "side_train",
+    }  # fmt: skip
+    assert (learner["steer"], learner["ladder"], learner["buyer_credit"]) == ("ladder", 9, "side")
+    assert learner["eval_episodes"] == 4 * before["eval_episodes"] == 192
+    assert learner["train_market"] == {
+        **before["train_market"],
+        "buyer_reward": "reservation_surplus",
+    }
+    assert learner["side_train"]["seller"] == before["side_train"]["seller"]
+    buyer = learner["side_train"]["buyer"]
+    assert (buyer["opponents_from"], buyer["learning_rate"]) == ("scripted", 1e-3)
+    assert buyer["steps_per_generation"] == before["side_train"]["buyer"]["steps_per_generation"]
+    assert [parse_spec(b).params["ladder"] for b in recipe["buyers"]] == ["9", "9"]
+    config = LeagueConfig.from_toml(EXAMPLES / "coevolution-league.toml")
+    assert config.name == "coevolution" and config.seeds == (0, 1)
+    assert config.learner.shared_replies_for("buyer") == (0, 4)
+    assert config.learner.shared_replies_for("seller") == (0,)
 
 
 def test_the_buyer_league_is_the_hint_league_at_half_its_learning_rate():
