@@ -102,6 +102,16 @@ EVAL_CHUNK = 64
 """Evaluation episodes in flight at once (LLM requests batched across them), and per commit."""
 
 
+def eval_chunk(batch_size: int, episodes: int, workers: int = 1) -> int:
+    """Episodes a task of an evaluation tournament of ``episodes`` episodes: about one back-end
+    batch (at least ``EVAL_CHUNK``), so each round of a chunk is one generate call, in equal
+    chunks whose number is a multiple of ``workers``, so every worker process gets the same
+    share and none waits at the end."""
+    per_worker = math.ceil(episodes / workers)
+    chunks = workers * max(1, math.ceil(per_worker / max(EVAL_CHUNK, batch_size)))
+    return max(1, math.ceil(episodes / chunks))
+
+
 def _stderr(message: str) -> None:
     print(f"[league] {message}", file=sys.stderr, flush=True)
 
@@ -331,10 +341,11 @@ class LeagueRun:
         for spec in sorted({s for pool in tournament.buyers for s in pool}):
             self.store.register_agent(spec, "buyer", self.labels.get(spec))
         try:
-            # At least one back-end batch of episodes in flight: one generate call a round.
-            chunk = max(EVAL_CHUNK, self.config.learner.eval_batch_size)
+            episodes = len(tournament.sellers) * len(tournament.buyers) * tournament.episodes
+            workers = self.config.workers
+            chunk = eval_chunk(self.config.learner.eval_batch_size, episodes, workers)
             summary = run_tournament(
-                tournament, self.store, workers=self.config.workers, progress=False,
+                tournament, self.store, workers=workers, progress=False,
                 chunk_size=chunk, executor=self.config.executor, actor_pool=self.actor_pool,
             )  # fmt: skip
             for note in summary.notes:  # the ray executor's actors, loads and lost workers

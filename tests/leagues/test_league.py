@@ -220,6 +220,7 @@ sellers = ["scripted:satisficer"]
 buyers = ["scripted:time"]
 cpu_threads = 1
 bootstrap_rounds = 20
+workers = {workers}
 
 [league.learner]
 model = "tiny"
@@ -255,16 +256,24 @@ def _stored(db: Path, folder: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_path):
+    # The second run evaluates on two worker processes (each evaluation in two chunks of two
+    # episodes): where an episode is played changes none of its random numbers.
     from safetensors.numpy import load_file
 
-    runs = []
-    for name in ("one", "two"):
+    runs, logs = [], {}
+    for name, workers in (("one", 1), ("two", 2)):
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "l.toml").write_text(SEEDED.format())
+        (folder / "l.toml").write_text(SEEDED.format(workers=workers))
         config = LeagueConfig.from_toml(folder / "l.toml")
-        run_league(config, folder / "l.db", log=lambda line: None, report=False)
+        logs[name] = []
+        run_league(config, folder / "l.db", log=logs[name].append, report=False)
         runs.append(folder)
+    # One process loads the model for its evaluations; with workers, the workers do.
+    loads = {
+        name: [line for line in lines if "model load(s)" in line] for name, lines in logs.items()
+    }
+    assert len(loads["one"]) == 2 and loads["two"] == [], loads
     one, two = runs
     config = LeagueConfig.from_toml(one / "l.toml")
     assert _stored(one / "l.db", one) == _stored(two / "l.db", two)
@@ -307,3 +316,23 @@ def test_a_generation_folder_trained_by_another_runs_settings_is_refused_not_res
     (finished / "league.json").write_text(json.dumps({"config_hash": "aaaa"}))
     with pytest.raises(ValueError, match="config hash aaaa, this run's bbbb"):
         claim_folder(finished, "same", "bbbb")
+
+
+@pytest.mark.parametrize(
+    ("batch", "episodes", "workers", "chunk"),
+    [
+        (192, 576, 1, 192),  # one process: a batch a chunk, as before workers
+        (96, 576, 1, 96),
+        (192, 768, 2, 192),  # two workers, two chunks each
+        (192, 576, 2, 144),  # not 192, 192, 192: one worker would play two thirds
+        (16, 16, 2, 8),  # fewer episodes than a batch: still both workers
+        (4, 4, 2, 2),
+    ],
+)
+def test_evaluation_chunks_hold_a_batch_and_share_the_episodes_equally_between_workers(
+    batch, episodes, workers, chunk
+):
+    from leagues.league import EVAL_CHUNK, eval_chunk
+
+    assert eval_chunk(batch, episodes, workers) == chunk
+    assert chunk <= max(EVAL_CHUNK, batch)  # so a chunk's round is one generate call
