@@ -103,13 +103,13 @@ EVAL_CHUNK = 64
 
 
 def eval_chunk(batch_size: int, episodes: int, workers: int = 1) -> int:
-    """Episodes a task of an evaluation tournament of ``episodes`` episodes: about one back-end
-    batch (at least ``EVAL_CHUNK``), so each round of a chunk is one generate call, in equal
-    chunks whose number is a multiple of ``workers``, so every worker process gets the same
-    share and none waits at the end."""
+    """Episodes a task of an evaluation tournament of ``episodes`` episodes: at most one
+    back-end batch (at least ``EVAL_CHUNK``), so each round of a chunk is one generate call, in
+    equal chunks at least as many as a multiple of ``workers`` (rounded down, so a remainder
+    makes one more), so every worker process gets the same share and none waits idle."""
     per_worker = math.ceil(episodes / workers)
     chunks = workers * max(1, math.ceil(per_worker / max(EVAL_CHUNK, batch_size)))
-    return max(1, math.ceil(episodes / chunks))
+    return max(1, episodes // chunks)
 
 
 def _stderr(message: str) -> None:
