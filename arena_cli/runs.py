@@ -37,7 +37,14 @@ def tournament_run(
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster address (default: RAY_ADDRESS or local).")
     ] = None,
-    chunk_size: Annotated[int, typer.Option(min=1, help="Episodes per worker task.")] = 32,
+    chunk_size: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Most episodes a worker task plays at once (the episodes are cut into equal "
+            "chunks, a multiple of --workers).",
+        ),
+    ] = 32,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Run (or resume) a round-robin tournament, storing every episode."""

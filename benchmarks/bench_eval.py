@@ -8,8 +8,9 @@ A league evaluates each checkpoint against the other side's population in one to
 tournament as it is stored (scenarios, specs, episodes per pairing), each ``--setting``
 ``BATCH:WORKERS[:CHUNK]`` once into a fresh database: ``BATCH`` prompts a generate call
 (``batch_size`` of every hf spec, the league's ``eval_batch_size``), ``WORKERS`` processes
-(``[league] workers``), ``CHUNK`` episodes a task (by default the league's:
-``leagues.league.eval_chunk``), one torch thread a process (``--cpu-threads``). It prints the
+(``[league] workers``), at most ``CHUNK`` episodes a task (by default the league's,
+``max(EVAL_CHUNK, BATCH)``; the runner cuts equal chunks, a multiple of the workers:
+``tournaments.runner.even_chunks``), one torch thread a process (``--cpu-threads``). It prints the
 wall and CPU seconds of each setting, its speed relative to the first, and a fingerprint of the
 results (each pairing's mean seller reward and deal rate, bit for bit): equal fingerprints mean
 the setting changed the time and not the episodes (the hf back-end draws each request from its
@@ -23,22 +24,16 @@ import dataclasses
 import hashlib
 import json
 import re
-import resource
 import tempfile
 import time
 from pathlib import Path
 
-from leagues.league import eval_chunk
+from cpu_time import cpu_seconds
+
+from leagues.league import EVAL_CHUNK
 from tournaments.config import TournamentConfig
-from tournaments.runner import run_tournament
+from tournaments.runner import even_chunks, run_tournament
 from tournaments.store import Store
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process and of its reaped children (the pool's workers)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def stored_tournament(db: Path, name: str) -> TournamentConfig:
@@ -103,7 +98,8 @@ def main() -> None:
             batch, workers, *rest = (int(x) for x in setting.split(":"))
             config = rebatched(stored, batch, args.episodes)
             episodes = len(config.sellers) * len(config.buyers) * config.episodes
-            chunk = rest[0] if rest else eval_chunk(batch, episodes, workers)
+            chunk = rest[0] if rest else max(EVAL_CHUNK, batch)
+            sizes = [len(c) for c in even_chunks(range(episodes), chunk, workers)]
             start, cpu = time.perf_counter(), cpu_seconds()
             summary = run_tournament(
                 config, Path(folder) / f"{index}.db", workers, progress=False, chunk_size=chunk
@@ -111,7 +107,8 @@ def main() -> None:
             wall, used = time.perf_counter() - start, cpu_seconds() - cpu
             first = first or wall
             print(
-                f"batch {batch:4d}, {workers} worker(s), chunks of {chunk:4d}: {wall:7.1f} s wall "
+                f"batch {batch:4d}, {workers} worker(s), {len(sizes)} chunks of {max(sizes):4d}: "
+                f"{wall:7.1f} s wall "
                 f"({first / wall:4.2f}x the first), {used:7.1f} s CPU, results "
                 f"{fingerprint(summary.pairings)}"
             )

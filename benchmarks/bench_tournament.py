@@ -15,10 +15,11 @@ on a shared machine they are the steadier measure of the overhead.
 from __future__ import annotations
 
 import argparse
-import resource
 import tempfile
 import time
 from pathlib import Path
+
+from cpu_time import cpu_seconds
 
 from tournaments.config import TournamentConfig
 from tournaments.runner import run_tournament
@@ -48,13 +49,6 @@ BUYERS = (
     "scripted:hardliner?step=0.05",
     "scripted:hardliner?step=0.01",
 )
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process and of its reaped children (the pool's workers)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def timed(config: TournamentConfig, db: Path | None, workers: int, chunk_size: int):

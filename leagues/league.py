@@ -99,17 +99,8 @@ __all__ = ["LeagueConfig", "LeagueSummary", "run_league"]
 Log = Callable[[str], None]
 
 EVAL_CHUNK = 64
-"""Evaluation episodes in flight at once (LLM requests batched across them), and per commit."""
-
-
-def eval_chunk(batch_size: int, episodes: int, workers: int = 1) -> int:
-    """Episodes a task of an evaluation tournament of ``episodes`` episodes: at most one
-    back-end batch (at least ``EVAL_CHUNK``), so each round of a chunk is one generate call, in
-    equal chunks at least as many as a multiple of ``workers`` (rounded down, so a remainder
-    makes one more), so every worker process gets the same share and none waits idle."""
-    per_worker = math.ceil(episodes / workers)
-    chunks = workers * max(1, math.ceil(per_worker / max(EVAL_CHUNK, batch_size)))
-    return max(1, episodes // chunks)
+"""Most evaluation episodes a task holds in flight (LLM requests batched across them), or
+``eval_batch_size`` when larger; a task's episodes are committed together."""
 
 
 def _stderr(message: str) -> None:
@@ -341,11 +332,11 @@ class LeagueRun:
         for spec in sorted({s for pool in tournament.buyers for s in pool}):
             self.store.register_agent(spec, "buyer", self.labels.get(spec))
         try:
-            episodes = len(tournament.sellers) * len(tournament.buyers) * tournament.episodes
-            workers = self.config.workers
-            chunk = eval_chunk(self.config.learner.eval_batch_size, episodes, workers)
+            # A task at most one back-end batch, so each round of a chunk is one generate call;
+            # the runner shares the episodes equally between the workers.
+            chunk = max(EVAL_CHUNK, self.config.learner.eval_batch_size)
             summary = run_tournament(
-                tournament, self.store, workers=workers, progress=False,
+                tournament, self.store, workers=self.config.workers, progress=False,
                 chunk_size=chunk, executor=self.config.executor, actor_pool=self.actor_pool,
             )  # fmt: skip
             for note in summary.notes:  # the ray executor's actors, loads and lost workers

@@ -24,7 +24,7 @@ and ``arena report`` read it meanwhile.
 
 A chunk is played by the batched engine (:func:`agents.engine.play_matches`): scripted agents
 answer at once, and the requests of LLM agents are batched per back-end across the chunk's
-episodes (``chunk_size`` episodes in flight), so a chunk of LLM episodes costs about as many
+episodes (at most ``chunk_size`` episodes in flight), so a chunk of LLM episodes costs about as many
 model calls as one episode has turns. The ``arena tournament run`` command calls
 :func:`run_tournament`.
 """
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -173,8 +174,18 @@ def plan(
     return list(jobs.values()), len(skipped)
 
 
-def chunked(jobs: Sequence[Match], size: int) -> list[list[Match]]:
-    return [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
+def even_chunks(jobs: Sequence[Match], most: int, workers: int = 1) -> list[list[Match]]:
+    """``jobs`` in order, cut into chunks of at most ``most`` episodes (a chunk's round of
+    model requests is one batch), as many chunks as a multiple of ``workers`` and sizes that
+    differ by at most one, so every worker process gets the same share: fixed chunks would
+    leave one worker playing a remainder, or a third chunk, while the other waits."""
+    if not jobs:
+        return []
+    per_worker = math.ceil(len(jobs) / workers)
+    count = min(len(jobs), workers * math.ceil(per_worker / most))
+    size, larger = divmod(len(jobs), count)
+    bounds = [i * size + min(i, larger) for i in range(count + 1)]
+    return [list(jobs[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 def run_tournament(
@@ -191,7 +202,9 @@ def run_tournament(
 
     Episodes go to the store at ``db_path`` (a path, or a :class:`Store` the caller keeps open)
     as chunks finish (``None``: play without storing, e.g. to time the store). Resumable: what
-    is stored is skipped. Given a path, the run holds the database's writer lock
+    is stored is skipped. ``chunk_size`` is the most episodes a task plays at once; the local
+    executor cuts the episodes still to play into equal chunks, a multiple of ``workers``
+    (:func:`even_chunks`). Given a path, the run holds the database's writer lock
     (:mod:`tournaments.lock`): :class:`tournaments.lock.DatabaseInUse` at once when another run
     holds it. ``actor_pool``: the ray executor's actors, kept by the caller across runs (a
     league's rounds); without it the run opens its own pool (and Ray) and closes it.
@@ -252,7 +265,7 @@ def run_tournament(
             # Scripted chunks as Ray tasks, LLM chunks on the actors holding their model.
             finished = actor_pool.play(task, group_chunks(jobs, chunk_size), note, pool)
         else:
-            finished = _run_local(task, chunked(jobs, chunk_size), workers)
+            finished = _run_local(task, even_chunks(jobs, chunk_size, workers), workers)
         # Closed on the way out, so a failed run's pool is shut down before the lock is freed.
         stack.callback(finished.close)
         with bar as advance:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import signal
 import sqlite3
@@ -16,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from leagues.config import LeagueConfig
 from leagues.league import run_league
@@ -319,33 +316,3 @@ def test_a_generation_folder_trained_by_another_runs_settings_is_refused_not_res
     (finished / "league.json").write_text(json.dumps({"config_hash": "aaaa"}))
     with pytest.raises(ValueError, match="config hash aaaa, this run's bbbb"):
         claim_folder(finished, "same", "bbbb")
-
-
-@pytest.mark.parametrize(
-    ("batch", "episodes", "workers", "chunk"),
-    [
-        (192, 576, 1, 192),  # one process: a batch a chunk, as before workers
-        (96, 576, 1, 96),
-        (192, 768, 2, 192),  # two workers, two chunks each
-        (192, 576, 2, 144),  # not 192, 192, 192: one worker would play two thirds
-        (192, 1728, 2, 172),  # ten chunks of 172 and one of 8
-        (16, 16, 2, 8),  # fewer episodes than a batch: still both workers
-        (4, 9, 4, 2),  # 2, 2, 2, 2, 1: no worker idle (chunks of 3 would leave one)
-    ],
-)
-def test_evaluation_chunks_hold_a_batch_and_share_the_episodes_equally_between_workers(
-    batch, episodes, workers, chunk
-):
-    from leagues.league import eval_chunk
-
-    assert eval_chunk(batch, episodes, workers) == chunk
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(1, 512), st.integers(1, 5000), st.integers(1, 8))
-def test_an_evaluation_chunk_is_at_most_a_batch_and_every_worker_gets_one(batch, episodes, workers):
-    from leagues.league import EVAL_CHUNK, eval_chunk
-
-    chunk = eval_chunk(batch, episodes, workers)
-    assert 1 <= chunk <= max(EVAL_CHUNK, batch)  # a chunk's round is one generate call
-    assert math.ceil(episodes / chunk) >= min(workers, episodes)  # no worker left idle

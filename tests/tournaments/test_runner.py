@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.processes import running
 from tournaments.config import TournamentConfig
-from tournaments.runner import run_tournament
+from tournaments.runner import even_chunks, run_tournament
 from tournaments.store import Store, load_records
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +103,41 @@ def test_a_process_pool_stores_the_same_episodes_as_one_process(tmp_path: Path) 
     pool = run_tournament(SMALL, tmp_path / "pool.db", workers=2, progress=False, chunk_size=5)
     assert pool.pairings == one.pairings
     assert contents(tmp_path / "pool.db") == contents(tmp_path / "one.db")
+
+
+@pytest.mark.parametrize(
+    ("episodes", "most", "workers", "sizes"),
+    [
+        (576, 192, 1, [192] * 3),  # one process: a batch a chunk
+        (100, 32, 1, [25] * 4),  # not 32, 32, 32, 4
+        (768, 192, 2, [192] * 4),  # two workers, two chunks each
+        (576, 192, 2, [144] * 4),  # not 192, 192, 192: one worker would play two thirds
+        (1728, 192, 2, [173] * 8 + [172] * 2),  # ten chunks, not ten of 172 and one of 8
+        (16, 192, 2, [8, 8]),  # fewer episodes than a batch: still both workers
+        (9, 4, 4, [3, 2, 2, 2]),  # no worker idle (chunks of 3 would leave one)
+        (3, 64, 8, [1, 1, 1]),  # fewer episodes than workers: one each
+    ],
+)
+def test_chunks_hold_at_most_a_batch_and_share_the_episodes_equally_between_workers(
+    episodes, most, workers, sizes
+) -> None:
+    jobs = list(range(episodes))
+    chunks = even_chunks(jobs, most, workers)
+    assert [len(c) for c in chunks] == sizes
+    assert [j for c in chunks for j in c] == jobs  # in order, each once
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 5000), st.integers(1, 512), st.integers(1, 8))
+def test_every_chunk_is_at_most_the_most_and_every_worker_gets_an_equal_share(
+    episodes, most, workers
+) -> None:
+    chunks = even_chunks(list(range(episodes)), most, workers)
+    sizes = [len(c) for c in chunks]
+    assert sum(sizes) == episodes and all(1 <= n <= most for n in sizes)
+    assert max(sizes, default=0) - min(sizes, default=0) <= 1  # equal to one episode
+    # A multiple of the workers, unless there are fewer episodes than that.
+    assert len(chunks) % workers == 0 or len(chunks) == episodes
 
 
 def test_a_run_without_a_store_gives_the_same_summary(tmp_path: Path) -> None:
