@@ -28,9 +28,11 @@ layer (sliding-window layers are rejected). This back-end is meant for small mod
 vLLM is the throughput path.
 
 LoRA adapters (``hf:<base>?lora=<folder>``, see ``agents.backends.adapters``) are loaded into one
-PEFT model over the single copy of the base weights; every forward pass names each row's adapter
-(PEFT's mixed-adapter batches, ``adapter_names``; ``"__base__"`` for the base model), so requests
-of different adapters share prefill code, decode batches and memory. No merged copy is written.
+PEFT model over the single copy of the base weights. A call's requests are decoded in batches of
+one adapter each (the base model counting as one), with that adapter switched on in every LoRA
+layer: PEFT's mixed-adapter batches (``adapter_names``) walk the whole module tree and split every
+LoRA layer's input on each forward, which cost a tiny model's evaluation about half its time
+(docs/performance.md). A row's arithmetic is the same either way. No merged copy is written.
 """
 
 from __future__ import annotations
@@ -218,6 +220,8 @@ class HFBackend:
         self.model: Any = base
         self.adapters: dict[str, str] = {}
         """Adapter folder (absolute) -> its PEFT adapter name."""
+        self._lora_layers: list[Any] = []  # PEFT's tuner layers, switched by _activate
+        self._active = BASE_ADAPTER
         self._spellings: dict[str, str] = {}  # request.adapter as given -> absolute folder
         self.stop_ids = stop_token_ids(base.generation_config.eos_token_id, self.tokenizer)
         self.end_token = reply_end_token(self.tokenizer, self.stop_ids)
@@ -259,6 +263,10 @@ class HFBackend:
                 ) from exc
             self.model.eval()
             self.adapters[folder] = name
+            from peft.tuners.tuners_utils import BaseTunerLayer
+
+            self._lora_layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
+            self._active = ""  # unknown after a load: the next _activate sets every layer
 
     def end_conversations(self, conversations: Sequence[str]) -> None:
         """Drop the cached KV of finished conversations."""
@@ -282,8 +290,16 @@ class HFBackend:
                 else:
                     runnable.append(index)
             size = self.config.batch_size
-            for begin in range(0, len(runnable), size):
-                indices = runnable[begin : begin + size]
+            by_adapter: dict[str, list[int]] = {}
+            for index in runnable:
+                by_adapter.setdefault(self._adapter_name(requests[index]), []).append(index)
+            batches = [
+                (adapter, indices[begin : begin + size])
+                for adapter, indices in by_adapter.items()
+                for begin in range(0, len(indices), size)
+            ]
+            for adapter, indices in batches:
+                self._activate(adapter)
                 rows = self._decode_batch(
                     [prompts[i] for i in indices], [requests[i] for i in indices]
                 )
@@ -340,18 +356,23 @@ class HFBackend:
             self._spellings[request.adapter] = resolve_adapter(request.adapter)
         return None
 
-    def _adapter_kwargs(self, requests: Sequence[ChatRequest]) -> dict[str, Any]:
-        """``adapter_names`` for a PEFT forward over these rows ({} while no adapter is loaded)."""
-        if not self.adapters:
-            return {}
-        names = []
-        for request in requests:
-            if request.adapter is None:
-                names.append(BASE_ADAPTER)
+    def _adapter_name(self, request: ChatRequest) -> str:
+        """The PEFT name of the request's adapter (loaded by ``_problem``), or BASE_ADAPTER."""
+        if request.adapter is None:
+            return BASE_ADAPTER
+        return self.adapters[self._spellings.get(request.adapter, request.adapter)]
+
+    def _activate(self, name: str) -> None:
+        """Make every LoRA layer apply adapter ``name`` alone (BASE_ADAPTER: none), frozen."""
+        if name == self._active or not self._lora_layers:
+            return
+        for layer in self._lora_layers:
+            if name == BASE_ADAPTER:
+                layer.enable_adapters(False)
             else:
-                folder = self._spellings.get(request.adapter, request.adapter)
-                names.append(self.adapters[folder])
-        return {"adapter_names": names}
+                layer.enable_adapters(True)
+                layer.set_adapter(name, inference_mode=True)
+        self._active = name
 
     def _prefill(self, ids: list[int], request: ChatRequest) -> tuple[Any, Any, int]:
         """(prompt KV cache, last-position logits, prompt tokens reused from the conversation
@@ -368,9 +389,7 @@ class HFBackend:
             done = len(entry.ids)
         else:
             ends = segment_ends(messages, ids, self.encode)
-        past, logits = prefill(
-            self.model, ids, ends, self._cache_arg, past, done, **self._adapter_kwargs([request])
-        )
+        past, logits = prefill(self.model, ids, ends, self._cache_arg, past, done)
         if keep:
             assert conversation is not None
             layers = cache_layers(past)
@@ -410,7 +429,6 @@ class HFBackend:
                 rngs,
                 self.stop_ids,
                 self._cache_arg,
-                lambda live: self._adapter_kwargs([requests[r] for r in live]),
                 steer=token_steer(
                     self.tokenizer, [r.steer for r in requests], self.end_token, self.stop_ids
                 ),

@@ -17,7 +17,7 @@ The tensor steps are pure functions, tested on their own.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -76,12 +76,10 @@ def prefill(
     arg: str,
     past: Any = None,
     done: int = 0,
-    **forward: Any,
 ) -> tuple[Any, Any]:
     """(KV cache, last-position logits (1, vocab)) of ``ids``: the tokens after the first
     ``done`` (already in ``past``) prefilled in segments ending at each of ``ends`` beyond
-    ``done``; the last end must be ``len(ids)``. ``forward`` goes to every model call (e.g.
-    PEFT's ``adapter_names``)."""
+    ``done``; the last end must be ``len(ids)``."""
     import torch
 
     if not ends or ends[-1] != len(ids) or done >= len(ids):
@@ -98,7 +96,6 @@ def prefill(
             use_cache=True,
             logits_to_keep=1,
             **cache,
-            **forward,
         )
         past = getattr(output, arg)
         done = end
@@ -180,12 +177,35 @@ def batch_cache(caches: Sequence[Any], lengths: Sequence[int], size: int, config
     return cache
 
 
-def keep_rows(cache: Any, rows: Any) -> None:
-    """Drop finished rows from a StaticCache (its layers have no batch_select_indices)."""
+def fill_holes(keep: Sequence[int], count: int) -> list[int]:
+    """The batch order after keeping the rows at places ``keep`` (ascending) of ``count``: as
+    ``order[new place] = old place``, a kept row in the first ``len(keep)`` places stays where
+    it is, and the kept rows beyond them move into the places the dropped rows left."""
+    kept = len(keep)
+    movers = iter(place for place in keep if place >= kept)
+    staying = set(keep)
+    order = [place if place in staying else next(movers) for place in range(kept)]
+    assert len(order) == kept and count >= kept
+    return order
+
+
+def drop_rows(cache: Any, order: Sequence[int]) -> None:
+    """Keep the rows ``order`` (from :func:`fill_holes`) of a StaticCache, in that order: the
+    rows that move are copied into their places and each tensor is cut to its first
+    ``len(order)`` rows (a view). Selecting the kept rows into new tensors copied the whole
+    cache at every finished row, a quarter of an evaluation's time (docs/performance.md)."""
+    import torch
+
+    moves = [(new, old) for new, old in enumerate(order) if new != old]
     for layer in cache.layers:
-        layer.keys = layer.keys[rows]
-        layer.values = layer.values[rows]
-        layer.batch_size = len(rows)
+        if moves:
+            targets = torch.tensor([new for new, _ in moves], device=layer.keys.device)
+            sources = torch.tensor([old for _, old in moves], device=layer.keys.device)
+            layer.keys[targets] = layer.keys[sources]
+            layer.values[targets] = layer.values[sources]
+        layer.keys = layer.keys[: len(order)]
+        layer.values = layer.values[: len(order)]
+        layer.batch_size = len(order)
 
 
 def decode(
@@ -196,7 +216,6 @@ def decode(
     rngs: Sequence[np.random.Generator],
     stop_ids: frozenset[int],
     arg: str,
-    forward_kwargs: Callable[[list[int]], dict[str, Any]] = lambda live: {},
     logprobs: bool = False,
     steer: TokenSteer | None = None,
 ) -> Decoded:
@@ -204,15 +223,14 @@ def decode(
     lists unless ``logprobs``) and which of them were forced; a row ends at its first stop
     token or at its ``max_tokens``.
 
-    ``caches`` and ``first_logits`` come from ``prefill``; ``forward_kwargs(live)`` gives the
-    extra model arguments for the rows still in the batch (their indices, in batch order).
-    ``steer(row, tokens so far)``, asked before the first draw and after every token, guides a
-    row's next draw (:mod:`agents.steering`): tokens to
-    force, which replace the sampled ones, one a step; or banned tokens, which when drawn are
-    drawn again from the same distribution without them (the same uniform number); or allowed
-    tokens, a draw outside which is drawn again among them. Either way
-    the token is marked forced, with log-probability 0 (not the policy's free choice); every row
-    draws its uniform number each step, so a steered and an unsteered run share their random
+    ``caches`` and ``first_logits`` come from ``prefill``. ``steer(row, tokens so far)``, asked
+    before the first draw and after every token, guides a row's next draw
+    (:mod:`agents.steering`): tokens to force, which replace the sampled ones, one a step; or
+    banned tokens, which when drawn are drawn again from the same distribution without them (the
+    same uniform number); or allowed tokens, a draw outside which is drawn again among them.
+    Either way the token is marked forced, with log-probability 0 (not the policy's free
+    choice); every row draws its uniform number each step, so a steered and an unsteered run
+    share their random
     streams.
     """
     import torch
@@ -286,11 +304,12 @@ def decode(
         if not keep:
             break
         if len(keep) < len(live):
-            chosen_rows = torch.tensor(keep, device=device)
-            keep_rows(cache, chosen_rows)
+            order = fill_holes(keep, len(live))
+            drop_rows(cache, order)
+            chosen_rows = torch.tensor(order, device=device)
             mask, positions = mask[chosen_rows], positions[chosen_rows]
             tokens = tokens[chosen_rows]
-            live = [live[place] for place in keep]
+            live = [live[place] for place in order]
         mask[:, width + step] = 1
         output = model(
             input_ids=tokens.unsqueeze(-1),
@@ -298,7 +317,6 @@ def decode(
             position_ids=positions.unsqueeze(-1),
             use_cache=True,
             **{arg: cache},
-            **forward_kwargs(live),
         )
         positions = positions + 1
         logits = output.logits[:, -1]
