@@ -220,8 +220,7 @@ class HFBackend:
         self.model: Any = base
         self.adapters: dict[str, str] = {}
         """Adapter folder (absolute) -> its PEFT adapter name."""
-        self._lora_layers: list[Any] = []  # PEFT's tuner layers, switched by _activate
-        self._active = BASE_ADAPTER
+        self._active = BASE_ADAPTER  # the adapter every LoRA layer applies (_activate)
         self._spellings: dict[str, str] = {}  # request.adapter as given -> absolute folder
         self.stop_ids = stop_token_ids(base.generation_config.eos_token_id, self.tokenizer)
         self.end_token = reply_end_token(self.tokenizer, self.stop_ids)
@@ -263,9 +262,6 @@ class HFBackend:
                 ) from exc
             self.model.eval()
             self.adapters[folder] = name
-            from peft.tuners.tuners_utils import BaseTunerLayer
-
-            self._lora_layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
             self._active = ""  # unknown after a load: the next _activate sets every layer
 
     def end_conversations(self, conversations: Sequence[str]) -> None:
@@ -363,15 +359,15 @@ class HFBackend:
         return self.adapters[self._spellings.get(request.adapter, request.adapter)]
 
     def _activate(self, name: str) -> None:
-        """Make every LoRA layer apply adapter ``name`` alone (BASE_ADAPTER: none), frozen."""
-        if name == self._active or not self._lora_layers:
+        """Make the model apply adapter ``name`` alone (BASE_ADAPTER: none), frozen: PEFT's own
+        switches, which walk the module tree once a switch rather than once a forward."""
+        if name == self._active or not self.adapters:
             return
-        for layer in self._lora_layers:
-            if name == BASE_ADAPTER:
-                layer.enable_adapters(False)
-            else:
-                layer.enable_adapters(True)
-                layer.set_adapter(name, inference_mode=True)
+        if name == BASE_ADAPTER:
+            self.model.base_model.disable_adapter_layers()
+        else:
+            self.model.base_model.enable_adapter_layers()
+            self.model.set_adapter(name, inference_mode=True)
         self._active = name
 
     def _prefill(self, ids: list[int], request: ChatRequest) -> tuple[Any, Any, int]:
