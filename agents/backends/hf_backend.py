@@ -31,7 +31,7 @@ LoRA adapters (``hf:<base>?lora=<folder>``, see ``agents.backends.adapters``) ar
 PEFT model over the single copy of the base weights. A call's requests are decoded in batches of
 one adapter each (the base model counting as one), with that adapter switched on in every LoRA
 layer: PEFT's mixed-adapter batches (``adapter_names``) walk the whole module tree and split every
-LoRA layer's input on each forward, which cost a tiny model's evaluation about half its time
+LoRA layer's input on each forward, about a third of a tiny model's evaluation time
 (docs/performance.md). A row's arithmetic is the same either way. No merged copy is written.
 """
 

@@ -230,8 +230,7 @@ def decode(
     same uniform number); or allowed tokens, a draw outside which is drawn again among them.
     Either way the token is marked forced, with log-probability 0 (not the policy's free
     choice); every row draws its uniform number each step, so a steered and an unsteered run
-    share their random
-    streams.
+    share their random streams.
     """
     import torch
 
