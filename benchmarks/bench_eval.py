@@ -4,7 +4,7 @@ Run: python benchmarks/bench_eval.py --db runs/coevolution-s0.db \
          --tournament coevolution-seed0/gen-004-buyer --setting 96:1 --setting 192:1 --setting 192:2
 
 A league evaluates each checkpoint against the other side's population in one tournament
-(``<league>/gen-NNN-<side>``, ``leagues.league.LeagueRun.evaluate``). This replays such a
+(``<league>/gen-NNN-<side>``, ``leagues.rounds.play_round``). This replays such a
 tournament as it is stored (scenarios, specs, episodes per pairing), each ``--setting``
 ``BATCH:WORKERS[:CHUNK]`` once into a fresh database: ``BATCH`` prompts a generate call
 (``batch_size`` of every hf spec, the league's ``eval_batch_size``), ``WORKERS`` processes
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from cpu_time import cpu_seconds
 
-from leagues.league import EVAL_CHUNK
+from leagues.rounds import EVAL_CHUNK
 from tournaments.config import TournamentConfig
 from tournaments.runner import even_chunks, run_tournament
 from tournaments.store import Store

@@ -50,7 +50,7 @@ from leagues.learner_config import BUYER_AIDS, SINGLE_PRODUCT_AIDS, TINY, Learne
 from tournaments.config import market_config, read_toml_table
 from tournaments.runner import EXECUTORS
 
-PLACEMENT = ("executor", "ray_address", "workers")
+PLACEMENT = ("executor", "ray_address", "workers", "overlap_evaluation")
 """Where a league's evaluation runs: changes no result, so it may change when a league resumes."""
 
 
@@ -117,6 +117,15 @@ class LeagueConfig:
     workers: int = field(
         default=1, metadata=_help("Evaluation workers: processes (local), actors per model (ray).")
     )
+    overlap_evaluation: bool = field(
+        default=False,
+        metadata=_help(
+            "Play generation g's evaluation in a background process while generation g+1 "
+            "trains, where g+1's meta-solver is uniform (it reads no evaluation); the same "
+            "episodes and ratings (leagues.rounds). Local executor, on workers - 1 processes "
+            "(at least one); the last generation's on all workers."
+        ),
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -139,6 +148,21 @@ class LeagueConfig:
         if self.executor not in EXECUTORS:
             raise ValueError(f"league.executor must be one of {', '.join(EXECUTORS)}")
         _positive_int("league", "workers", self.workers)
+        if not isinstance(self.overlap_evaluation, bool):
+            raise ValueError(
+                f"league.overlap_evaluation must be true or false, got {self.overlap_evaluation!r}"
+            )
+        if self.overlap_evaluation and self.executor != "local":
+            raise ValueError(
+                "league.overlap_evaluation plays rounds in a local background process; with "
+                f"executor = {self.executor!r} the actors already play beside the learner: set "
+                "overlap_evaluation = false"
+            )
+        if self.overlap_evaluation and self.learner.train.use_vllm:
+            raise ValueError(
+                "league.overlap_evaluation would start a second vLLM engine beside the trainer's "
+                "on the same device: set overlap_evaluation = false with learner.train.use_vllm"
+            )
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"league.seed must be an integer >= 0, got {self.seed!r}")
         if not isinstance(self.eval_seed, int) or self.eval_seed < -1:

@@ -22,9 +22,14 @@ finished stage in ``league_generations`` (:mod:`leagues.state`) with the generat
 4. ``evaluated`` (grow the meta-game): a tournament of the checkpoint against every member of
    the other side on the held-out evaluation scenarios, through the tournament runner
    (:func:`tournaments.runner.run_tournament`); storing its episodes updates the payoff table.
-5. ``rated``: Bradley-Terry ratings with bootstrap intervals over every league episode, anchored
-   on the first scripted agent of each side so curves across generations compare
-   (:func:`tournaments.leaderboard.leaderboard`), stored per generation in ``league_ratings``.
+5. ``rated``: Bradley-Terry ratings with bootstrap intervals over the league's episodes of
+   generations ``<= g``, anchored on the first scripted agent of each side so curves across
+   generations compare (:func:`tournaments.leaderboard.leaderboard`), stored per generation in
+   ``league_ratings``.
+
+With ``overlap_evaluation``, steps 4 and 5 of generation ``g`` run after step 3 of generation
+``g + 1``: its rounds play in a background process while ``g + 1`` trains, wherever ``g + 1``'s
+meta-solver reads no payoffs (:mod:`leagues.rounds`); the stored results are the same.
 
 ``side = "both"`` alternates: odd generations train the seller lineage against the buyer
 population, even ones the buyer lineage against the seller population, each side continuing its
@@ -49,16 +54,17 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agents.backends import close_backends, open_backends
 from arena.seats import ROLES
 from leagues.colocate import check_sampler_model
 from leagues.config import LeagueConfig
+from leagues.folders import claim_folder, league_folder
 from leagues.learner_config import start_checkpoint
 from leagues.metagame import opponent_mixture, other, population
 from leagues.models import base_seed, prepare_base_model
@@ -74,6 +80,7 @@ from leagues.plan import (
 from leagues.remote import start_learner, stop_learner, train_remote
 from leagues.report import write_league_report
 from leagues.rollout import LEARNER
+from leagues.rounds import Beside, can_overlap, play_round
 from leagues.state import (
     STAGES,
     finish_stage,
@@ -91,16 +98,11 @@ from leagues.trainer import TrainJob, check_reporters, resolve_device, train_lea
 from tournaments.config import TournamentConfig
 from tournaments.lock import writer_lock
 from tournaments.ray_pool import ActorPool
-from tournaments.runner import run_tournament
 from tournaments.store import Store
 
 __all__ = ["LeagueConfig", "LeagueSummary", "run_league"]
 
 Log = Callable[[str], None]
-
-EVAL_CHUNK = 64
-"""Most evaluation episodes a task holds in flight (LLM requests batched across them), or
-``eval_batch_size`` when larger; a task's episodes are committed together."""
 
 
 def _stderr(message: str) -> None:
@@ -111,15 +113,6 @@ def training_seed(config: LeagueConfig, generation: int) -> int:
     """The seed of a generation's GRPO run (TRL's seed: LoRA init, and rollouts through
     :func:`leagues.trainer.step_seed`), from the league seed and the generation."""
     return int(np.random.SeedSequence([config.seed, generation]).generate_state(1)[0])
-
-
-def league_folder(config: LeagueConfig, db_path: Path) -> Path:
-    """Where checkpoints live: ``folder`` from the config, else ``runs/<name>`` beside the
-    database (``<name>`` in the database's own folder when that is already ``runs``)."""
-    if config.folder:
-        return Path(config.folder)
-    parent = db_path.resolve().parent
-    return (parent if parent.name == "runs" else parent / "runs") / config.name
 
 
 @dataclass
@@ -136,6 +129,10 @@ class LeagueRun:
     """``executor = "ray"``: the actors every evaluation round plays on (models loaded once)."""
     learner: Any = None
     """``executor = "ray"``: the learner's own actor (:mod:`leagues.remote`), else None."""
+    beside: Beside | None = None
+    """``overlap_evaluation``: the process that plays rounds beside training, else None."""
+    pending: list[tuple[int, GenerationPlan, list[Future[list[str]]]]] = field(default_factory=list)
+    """Generations whose rounds the background process plays: (generation, plan, futures)."""
 
     @property
     def name(self) -> str:
@@ -188,14 +185,16 @@ class LeagueRun:
         sellers = list(config.sellers) + ([self.base_of("seller")] if "seller" in roles else [])
         buyers = [(b,) for b in config.buyers]
         buyers += [(self.base_of("buyer"),)] if "buyer" in roles else []
-        self.log("generation 0: initial round-robin")
-        self.play(eval_tournament(config, f"{self.name}/gen-000", sellers, buyers))
         plan = GenerationPlan(label="base", side=config.learner.side, base=self.base_spec)
-        self.rate(0, plan)
-        finish_stage(self.store, self.name, 0, "rated", plan)
+        if stage == "evaluated":
+            self.finish(0, plan)
+            return
+        self.log("generation 0: initial round-robin")
+        self.evaluate(0, plan, [eval_tournament(config, f"{self.name}/gen-000", sellers, buyers)])
 
     def generation(self, g: int) -> None:
-        """Run (or finish) the PSRO steps of generation ``g``, each stage once."""
+        """Run (or finish) the PSRO steps of generation ``g``, each stage once; its evaluation
+        may be left to play beside the next generation's training (:meth:`evaluate`)."""
         side = self.config.learner.side_of(g)
         stage, plan = generation_state(self.store, self.name, g)
         done = -1 if stage is None else STAGES.index(stage)
@@ -203,14 +202,16 @@ class LeagueRun:
             self.update_meta_strategy,
             self.train,
             self.register,
-            self.evaluate,
-            self.rate,
         )
         plan = plan or GenerationPlan(label=f"gen-{g}-{side}", side=side)
-        for k, (name, step) in enumerate(zip(STAGES, steps, strict=True)):
+        for k, (name, step) in enumerate(zip(STAGES, steps, strict=False)):
             if k > done:
                 plan = step(g, plan)
                 finish_stage(self.store, self.name, g, name, plan)
+        if done < STAGES.index("evaluated"):
+            self.evaluate(g, plan, self.rounds(g, plan))
+        elif done < STAGES.index("rated"):
+            self.finish(g, plan)
 
     def update_meta_strategy(self, g: int, plan: GenerationPlan) -> GenerationPlan:
         """The parent checkpoint, and the opponent mixture of the meta-solver."""
@@ -311,56 +312,58 @@ class LeagueRun:
         }, indent=2))  # fmt: skip
         return dataclasses.replace(plan, adapter=str(adapter), checkpoint=checkpoint)
 
-    def evaluate(self, g: int, plan: GenerationPlan) -> GenerationPlan:
+    def rounds(self, g: int, plan: GenerationPlan) -> list[TournamentConfig]:
         """The checkpoint against every member of the other side, on the evaluation split."""
-        self.label_all()
+        rounds = []
         for role, spec in plan.checkpoint.items():
             opponents = [m.spec for m in population(self.store, self.config, other(role))]
             name = f"{self.name}/gen-{g:03d}-{role}"
             if role == "seller":
-                tournament = eval_tournament(self.config, name, [spec], [(o,) for o in opponents])
+                rounds.append(eval_tournament(self.config, name, [spec], [(o,) for o in opponents]))
             else:
-                tournament = eval_tournament(self.config, name, opponents, [(spec,)])
+                rounds.append(eval_tournament(self.config, name, opponents, [(spec,)]))
             self.log(f"generation {g}: evaluating {plan.label} as {role}")
-            self.play(tournament)
-        return plan
+        return rounds
 
-    def play(self, tournament: TournamentConfig) -> None:
-        """Play (or finish) an evaluation tournament into the league's store."""
-        for spec in tournament.sellers:
-            self.store.register_agent(spec, "seller", self.labels.get(spec))
-        for spec in sorted({s for pool in tournament.buyers for s in pool}):
-            self.store.register_agent(spec, "buyer", self.labels.get(spec))
-        try:
-            # A task at most one back-end batch, so each round of a chunk is one generate call;
-            # the runner shares the episodes equally between the workers.
-            chunk = max(EVAL_CHUNK, self.config.learner.eval_batch_size)
-            summary = run_tournament(
-                tournament, self.store, workers=self.config.workers, progress=False,
-                chunk_size=chunk, executor=self.config.executor, actor_pool=self.actor_pool,
-            )  # fmt: skip
-            for note in summary.notes:  # the ray executor's actors, loads and lost workers
-                self.log(f"{tournament.name}: {note}")
-            for backend in open_backends():
-                # Checkpoints are adapters over the base model: one load serves all of them.
-                adapters = len(getattr(backend, "adapters", ()))
-                stats = backend.stats
-                self.log(
-                    f"{tournament.name}: {backend.key}: {stats.model_loads} model load(s), "
-                    f"{adapters} adapter(s), {stats.requests} requests"
-                )
-        finally:
-            close_backends()
-        self.log(
-            f"{tournament.name}: {summary.played} episodes played"
-            f" ({summary.skipped} found already stored)"
-        )
+    def evaluate(self, g: int, plan: GenerationPlan, rounds: list[TournamentConfig]) -> None:
+        """Play generation ``g``'s rounds, then rate (:meth:`finish`); or, where the next
+        generation's training reads no evaluation (:func:`leagues.rounds.can_overlap`), queue
+        them in the background process and finish the generation once they are played."""
+        self.label_all()
+        if self.beside is not None and can_overlap(self.config, g):
+            self.log(f"generation {g}: its evaluation plays beside generation {g + 1}'s training")
+            self.pending.append((g, plan, [self.beside.submit(t, self.labels) for t in rounds]))
+            return
+        self.settle(wait=True)  # what the background still plays first: every worker for this
+        for tournament in rounds:
+            workers = self.config.workers
+            for line in play_round(
+                tournament, self.store, self.config, self.labels, workers, self.actor_pool
+            ):
+                self.log(line)
+        self.finish(g, plan)
+
+    def settle(self, wait: bool) -> None:
+        """Finish, in order, the generations whose rounds the background process has played
+        (with ``wait``: all of them, waiting for it); its errors are raised here."""
+        while self.pending and (wait or all(f.done() for f in self.pending[0][2])):
+            g, plan, futures = self.pending.pop(0)
+            for future in futures:
+                for line in future.result():
+                    self.log(line)
+            self.finish(g, plan)
+
+    def finish(self, g: int, plan: GenerationPlan) -> None:
+        """Record generation ``g`` evaluated, rate, record it rated."""
+        finish_stage(self.store, self.name, g, "evaluated", plan)
+        plan = self.rate(g, plan)
+        finish_stage(self.store, self.name, g, "rated", plan)
 
     def rate(self, g: int, plan: GenerationPlan) -> GenerationPlan:
-        """Anchored ratings of every league agent from every league episode so far."""
+        """Anchored ratings of every league agent from the episodes of generations ``<= g``."""
         self.label_all()
         config = self.config
-        records, entries = league_records(self.store, self.name)
+        records, entries = league_records(self.store, self.name, through=g)
         rows = [
             {
                 "role": role,
@@ -418,35 +421,17 @@ def run_league(
             # The learner's actor before any round: it holds its share, the pool the rest.
             run.learner = start_learner(config.learner.train, config.cpu_threads)
             stack.callback(stop_learner, run.learner)
+        if config.overlap_evaluation:
+            run.beside = Beside(config, db)
+            stack.callback(run.beside.close)  # on an error: stop it before the lock is freed
         run.label_all()
         run.setup()
         for g in range(1, config.generations + 1):
+            run.settle(wait=False)
             run.generation(g)
+        run.settle(wait=True)
         page = None
         if report:
             page = write_league_report(db, folder / "report", config.name)
             log(f"report: {page}")
         return summarize(store, config, folder, page, run.labels)
-
-
-def claim_folder(folder: Path, league: str, config_hash: str) -> None:
-    """Mark a generation's folder as this league run's (``run.json``) before training into it,
-    or refuse one that another run's settings trained: a finished adapter or a trainer checkpoint
-    there would be resumed as if it were this run's (a second database beside the first, same
-    league name, other settings)."""
-    for name in ("run.json", "league.json"):
-        marker = folder / name
-        if marker.is_file():
-            stored = json.loads(marker.read_text()).get("config_hash")
-            if stored != config_hash:
-                raise ValueError(
-                    f"{folder} holds a checkpoint of league {league!r} trained with other "
-                    f"settings (config hash {stored}, this run's {config_hash}); give this run "
-                    "its own folder (league.folder, or a --db in another directory) or remove "
-                    "that folder to retrain"
-                )
-    if not (folder / "run.json").is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "run.json").write_text(
-            json.dumps({"league": league, "config_hash": config_hash}, indent=2)
-        )

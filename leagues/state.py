@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -185,15 +186,29 @@ def league_tournaments(store: Store, league: str) -> list[tuple[int, str, dict[s
     return [(tid, name, json.loads(config)) for tid, name, config in rows]
 
 
-def league_records(store: Store, league: str) -> tuple[list[EpisodeRecord], list[tuple[str, ...]]]:
-    """Every evaluation episode of the league, and the buyer entries of its tournaments."""
+def league_records(
+    store: Store, league: str, through: int | None = None
+) -> tuple[list[EpisodeRecord], list[tuple[str, ...]]]:
+    """Every evaluation episode of the league, and the buyer entries of its tournaments; with
+    ``through``, of generations ``<= through`` only (a generation's ratings are the same
+    whether a later generation's round has started or not: ``overlap_evaluation``)."""
     records: list[EpisodeRecord] = []
     entries: dict[tuple[str, ...], None] = {}
-    for tid, _, config in league_tournaments(store, league):
+    for tid, name, config in league_tournaments(store, league):
+        if through is not None and tournament_generation(name) > through:
+            continue
         records += store.load_records(tournament=tid)
         for entry in config["buyers"]:
             entries.setdefault(tuple(entry), None)
     return records, list(entries)
+
+
+def tournament_generation(name: str) -> int:
+    """The generation of a league tournament ``<league>/gen-NNN[-<role>]``."""
+    match = re.fullmatch(r".*/gen-(\d+)(?:-[a-z-]+)?", name)
+    if match is None:
+        raise ValueError(f"{name!r} is no league tournament name (<league>/gen-NNN[-<role>])")
+    return int(match.group(1))
 
 
 def league_leaderboard(

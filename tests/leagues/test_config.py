@@ -427,11 +427,15 @@ def test_the_coevolution_league_is_c15_with_c44s_buyer_recipe_and_four_times_the
     aids, credit, reward, opponents, step and tree rollouts that docs/training.md measured one by
     one, and 192 held-out episodes a pair: the sellers' settings, the warm start and the seeds are
     unchanged, so its checkpoints are c44's and only the evaluation grew (on two worker
-    processes, which play the same episodes: tests/leagues/test_league.py)."""
+    processes, and beside the next generation's training, which play the same episodes:
+    tests/leagues/test_league.py)."""
     plain = read_toml_table(EXAMPLES / "coevolution-protocol-league.toml", "league")
     recipe = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
-    assert changed_keys(plain, recipe) == {"name", "buyers", "workers", "learner"}
+    assert changed_keys(plain, recipe) == {
+        "name", "buyers", "workers", "overlap_evaluation", "learner"
+    }  # fmt: skip
     assert (plain.get("workers", 1), recipe["workers"]) == (1, 2)
+    assert "overlap_evaluation" not in plain and recipe["overlap_evaluation"] is True
     before, learner = plain["learner"], recipe["learner"]
     assert changed_keys(before, learner) == {
         "steer", "ladder", "buyer_credit", "list_hint", "round_hint", "eval_episodes",

@@ -221,10 +221,12 @@ buyers = ["scripted:time"]
 cpu_threads = 1
 bootstrap_rounds = 20
 workers = {workers}
+overlap_evaluation = {overlap}
 
 [league.learner]
 model = "tiny"
 steps_per_generation = 2
+opponents = "uniform"                 # reads no evaluation: generation 0's may play beside
 eval_episodes = 4
 prompt = "compact"
 steer = "legal"
@@ -254,29 +256,52 @@ def _stored(db: Path, folder: Path) -> list[str]:
                   for r in records)  # fmt: skip
 
 
+def _ratings(db: Path, folder: Path) -> list[tuple]:
+    """The stored ratings of every generation, the run's own folder written as <folder>."""
+    rows = _rows(db, "SELECT generation, role, agent, rating, ci_low, ci_high, games "
+                     "FROM league_ratings ORDER BY generation, role, agent")  # fmt: skip
+    return [tuple(str(v).replace(str(folder), "<folder>") for v in row) for row in rows]
+
+
 @pytest.mark.slow
 def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_path):
     # The second run evaluates on two worker processes (each evaluation in two chunks of two
-    # episodes): where an episode is played changes none of its random numbers.
+    # episodes), the third plays generation 0's round-robin in a background process while
+    # generation 1 trains (overlap_evaluation): where and when an episode is played changes
+    # none of its random numbers, nor the ratings.
     from safetensors.numpy import load_file
 
     runs, logs = [], {}
-    for name, workers in (("one", 1), ("two", 2)):
+    for name, workers, overlap in (("one", 1, "false"), ("two", 2, "false"),
+                                   ("beside", 2, "true")):  # fmt: skip
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "l.toml").write_text(SEEDED.format(workers=workers))
+        (folder / "l.toml").write_text(SEEDED.format(workers=workers, overlap=overlap))
         config = LeagueConfig.from_toml(folder / "l.toml")
         logs[name] = []
         run_league(config, folder / "l.db", log=logs[name].append, report=False)
         runs.append(folder)
-    # One process loads the model for its evaluations; with workers, the workers do.
+    # One process loads the model for its evaluations; with workers, the workers do; beside
+    # training, the background process plays generation 0 and reports its load.
     loads = {
         name: [line for line in lines if "model load(s)" in line] for name, lines in logs.items()
     }
     assert len(loads["one"]) == 2 and loads["two"] == [], loads
-    one, two = runs
+    assert [line.split(":")[0] for line in loads["beside"]] == ["same/gen-000"], loads
+    beside = logs["beside"]
+    training = next(i for i, line in enumerate(beside) if line.startswith("generation 1: train"))
+    played = next(i for i, line in enumerate(beside) if line.startswith("same/gen-000: 8 epi"))
+    assert training < played, beside
+    one, two, third = runs
     config = LeagueConfig.from_toml(one / "l.toml")
     assert _stored(one / "l.db", one) == _stored(two / "l.db", two)
+    assert _stored(one / "l.db", one) == _stored(third / "l.db", third)
+    assert _ratings(one / "l.db", one) == _ratings(third / "l.db", third)
+    assert len(_ratings(one / "l.db", one)) >= 4
+    assert [r[0] for r in _rows(third / "l.db", "SELECT stage FROM league_generations")] == [
+        "rated",
+        "rated",
+    ]
 
     def weights(run: Path) -> list[Path]:
         bases = base_folder(config, run / "runs" / "same")
@@ -286,12 +311,15 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
             run / "runs" / "same" / "gen-001-seller" / "adapter" / "adapter_model.safetensors",
         ]
 
-    for first, second in zip(weights(one), weights(two), strict=True):
-        a, b = load_file(str(first)), load_file(str(second))
-        assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), first
+    for other in (two, third):
+        for first, second in zip(weights(one), weights(other), strict=True):
+            a, b = load_file(str(first)), load_file(str(second))
+            assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a), second
     recorded = [json.loads((run / "runs" / "same" / "gen-001-seller" / "league.json").read_text())
                 for run in runs]  # fmt: skip
-    assert recorded[0]["training_seed"] == recorded[1]["training_seed"]
+    assert (
+        recorded[0]["training_seed"] == recorded[1]["training_seed"] == recorded[2]["training_seed"]
+    )
     assert (recorded[0]["league_seed"], recorded[0]["base_seed"]) == (3, 3)
     # Sampled, not greedy: the model's evaluation replies differ from episode to episode, so
     # equal stores mean equal random streams (tests/leagues/test_trainer_update.py checks that
@@ -304,7 +332,7 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
 
 
 def test_a_generation_folder_trained_by_another_runs_settings_is_refused_not_resumed(tmp_path):
-    from leagues.league import claim_folder
+    from leagues.folders import claim_folder
 
     folder = tmp_path / "runs" / "same" / "gen-001-seller"
     claim_folder(folder, "same", "aaaa")  # first run: claims the folder
