@@ -148,10 +148,6 @@ class LeagueConfig:
         if self.executor not in EXECUTORS:
             raise ValueError(f"league.executor must be one of {', '.join(EXECUTORS)}")
         _positive_int("league", "workers", self.workers)
-        if not isinstance(self.overlap_evaluation, bool):
-            raise ValueError(
-                f"league.overlap_evaluation must be true or false, got {self.overlap_evaluation!r}"
-            )
         if self.overlap_evaluation and self.executor != "local":
             raise ValueError(
                 "league.overlap_evaluation plays rounds in a local background process; with "

@@ -112,7 +112,15 @@ class Beside:
         )
 
     def close(self) -> None:
-        """Stop the process; rounds not started are dropped (a resumed league plays them)."""
+        """Stop the process at once, a round in play included (on an error or Ctrl-C in the
+        league's process; after a league that finished, nothing is left to play). What a round
+        stored is kept; a resumed league plays the rest."""
+        terminate = getattr(self.pool, "terminate_workers", None)  # Python >= 3.14
+        if terminate is not None:
+            terminate()
+        else:
+            for process in list(getattr(self.pool, "_processes", {}).values()):
+                process.terminate()
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -2,9 +2,10 @@
 
 A match is routed by its **model group** (:func:`model_group`): the sorted back-end keys of its
 LLM seats, every adapter of one base model sharing the base's key (:func:`backend_key`).
-:func:`group_chunks` splits a run's matches by group, then into chunks. A :class:`ModelActor`
-is one Ray worker process holding a group's back-ends in the process-wide back-end cache
-(:func:`agents.backends.get_backend`), so a model is loaded once per actor, not once per chunk;
+:func:`group_jobs` splits a run's matches by group (the runner cuts each group into chunks). A
+:class:`ModelActor` is one Ray worker process holding a group's back-ends in the process-wide
+back-end cache (:func:`agents.backends.get_backend`), so a model is loaded once per actor, not
+once per chunk;
 its resources are declared per group (:func:`actor_resources`): ``num_gpus=1`` for a GPU engine
 (vLLM, or hf on ``cuda``; ``device=auto`` when the cluster has a GPU), CPUs otherwise (hf's
 ``threads``, else 1), so the same run fills one laptop or a cluster.
@@ -189,9 +190,10 @@ def init_ray(ray_address: str | None, workers: int) -> bool:
     return True
 
 
-def group_chunks(jobs: Sequence[Match], size: int) -> dict[Group, list[list[Match]]]:
-    """Jobs split by model group (play order kept within a group), then into chunks."""
+def group_jobs(jobs: Sequence[Match]) -> dict[Group, list[Match]]:
+    """Jobs split by model group, play order kept within a group (the runner cuts each into
+    equal chunks for the group's actors: :func:`tournaments.runner.even_chunks`)."""
     groups: dict[Group, list[Match]] = {}
     for job in jobs:
         groups.setdefault(model_group(job), []).append(job)
-    return {g: [js[i : i + size] for i in range(0, len(js), size)] for g, js in groups.items()}
+    return groups

@@ -1,16 +1,17 @@
 """The Ray executor's scheduler: LLM episodes played where their model is already loaded.
 
 The tournament runner's ``ray`` executor (:func:`tournaments.runner.run_tournament`) splits the
-episodes still to play by model group (:func:`tournaments.ray_actors.group_chunks`). Episodes of
-scripted agents alone keep the stateless path: chunks as Ray tasks in the CPUs no actor holds.
-Episodes of a model group go, chunk by chunk, to the :class:`~tournaments.ray_actors.ModelActor`
-actors of that group (``workers`` of them, or fewer when there are fewer chunks; an actor takes
-chunks once it has answered a ping, so one the cluster has no room for yet holds no episodes
-while it waits, as a league's learner actor may leave it), and each chunk is played by the
-project's one episode driver (:func:`agents.engine.play_matches`, through the runner's
-``play_chunk``), its requests batched across the chunk's episodes. The actors live in an
-:class:`ActorPool`, which a caller may keep across runs: a league keeps one for all its
-evaluation rounds, so each actor loads the base model once for the whole league.
+episodes still to play by model group (:func:`tournaments.ray_actors.group_jobs`), each group into
+equal chunks, a multiple of its ``workers`` actors (:func:`tournaments.runner.even_chunks`).
+Episodes of scripted agents alone keep the stateless path: chunks as Ray tasks in the CPUs no actor
+holds. Episodes of a model group go, chunk by chunk, to the
+:class:`~tournaments.ray_actors.ModelActor` actors of that group (``workers`` of them, or fewer when
+there are fewer chunks; an actor takes chunks once it has answered a ping, so one the cluster has no
+room for yet holds no episodes while it waits, as a league's learner actor may leave it), and each
+chunk is played by the project's one episode driver (:func:`agents.engine.play_matches`, through the
+runner's ``play_chunk``), its requests batched across the chunk's episodes. The actors live in an
+:class:`ActorPool`, which a caller may keep across runs: a league keeps one for all its evaluation
+rounds, so each actor loads the base model once for the whole league.
 
 Faults. When an actor's worker process or node dies, Ray restarts it wherever resources allow
 (:func:`tournaments.ray_actors.new_actor`). The chunk it was playing never came back, so nothing

@@ -59,7 +59,7 @@ from arena.scenarios import Scenario, make_scenarios
 from arena.settings import defaults
 from tournaments.config import TournamentConfig, pool_label
 from tournaments.lock import writer_lock
-from tournaments.ray_actors import group_chunks, require_ray
+from tournaments.ray_actors import group_jobs, require_ray
 from tournaments.ray_pool import ActorPool, PoolRun
 from tournaments.rows import EncodedEpisode, encode_episode
 from tournaments.schema import usage_rows
@@ -200,14 +200,14 @@ def run_tournament(
 ) -> TournamentSummary:
     """Play every seller against every buyer entry on ``config.episodes`` scenarios.
 
-    Episodes go to the store at ``db_path`` (a path, or a :class:`Store` the caller keeps open)
-    as chunks finish (``None``: play without storing, e.g. to time the store). Resumable: what
-    is stored is skipped. ``chunk_size`` is the most episodes a task plays at once; the local
-    executor cuts the episodes still to play into equal chunks, a multiple of ``workers``
-    (:func:`even_chunks`). Given a path, the run holds the database's writer lock
+    Episodes go to the store at ``db_path`` (a path, or a :class:`Store` the caller keeps open) as
+    chunks finish (``None``: play without storing, e.g. to time the store). Resumable: what is
+    stored is skipped. ``chunk_size`` is the most episodes a task plays at once; the episodes still
+    to play (for the ray executor, those of each model group) are cut into equal chunks, a multiple
+    of ``workers`` (:func:`even_chunks`). Given a path, the run holds the database's writer lock
     (:mod:`tournaments.lock`): :class:`tournaments.lock.DatabaseInUse` at once when another run
-    holds it. ``actor_pool``: the ray executor's actors, kept by the caller across runs (a
-    league's rounds); without it the run opens its own pool (and Ray) and closes it.
+    holds it. ``actor_pool``: the ray executor's actors, kept by the caller across runs (a league's
+    rounds); without it the run opens its own pool (and Ray) and closes it.
     """
     if actor_pool is not None and executor != "ray":
         raise ValueError(f"an actor pool is the ray executor's, got executor {executor!r}")
@@ -262,8 +262,13 @@ def run_tournament(
         if executor == "ray":
             if actor_pool is None:  # this run's own actors (and Ray, when not running)
                 actor_pool = stack.enter_context(ActorPool.open(ray_address, workers))
-            # Scripted chunks as Ray tasks, LLM chunks on the actors holding their model.
-            finished = actor_pool.play(task, group_chunks(jobs, chunk_size), note, pool)
+            # Scripted chunks as Ray tasks, LLM chunks on the actors holding their model: each
+            # group in equal chunks, a multiple of its actors (workers per model).
+            groups = {
+                group: even_chunks(matches, chunk_size, workers)
+                for group, matches in group_jobs(jobs).items()
+            }
+            finished = actor_pool.play(task, groups, note, pool)
         else:
             finished = _run_local(task, even_chunks(jobs, chunk_size, workers), workers)
         # Closed on the way out, so a failed run's pool is shut down before the lock is freed.

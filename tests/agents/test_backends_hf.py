@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.backends import ChatRequest, SamplingConfig, backend_from_spec
-from agents.backends.hf_backend import HFBackend, load_tokenizer, stop_token_ids
+from agents.backends.hf_backend import BASE_ADAPTER, HFBackend, load_tokenizer, stop_token_ids
 from agents.backends.hf_decode import batch_cache, next_tokens
 from agents.testing.tiny_model import (
     IM_END,
@@ -506,5 +506,48 @@ def test_a_mixed_adapter_batch_gives_each_request_its_text_alone(
             backend.add_adapter(str(lora_model_dir))  # a model folder, not an adapter
         (failed,) = backend.generate([dataclasses.replace(requests[0], adapter="/nowhere")])
         assert failed.error is not None and "lora=/nowhere" in failed.error
+    finally:
+        backend.close()
+
+
+def test_a_mixed_adapter_call_decodes_one_batch_per_adapter_without_peft_mixed_batches(
+    lora_model_dir: Path, lora_adapters: list[Path], one_thread: None, monkeypatch
+) -> None:
+    # PEFT's adapter_names path walks the module tree every forward and splits each layer's
+    # batch (docs/performance.md, "Decoding a tiny model's evaluation"): the back-end instead
+    # decodes each adapter's requests as one batch with that adapter alone switched on.
+    from peft.tuners.lora.layer import LoraLayer
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("PEFT's mixed-adapter batch path was taken")
+
+    monkeypatch.setattr(LoraLayer, "_mixed_batch_forward", refuse)
+    backend = backend_from_spec("hf", str(lora_model_dir), {"device": "cpu", "batch_size": 2})
+    assert isinstance(backend, HFBackend)
+    decoded: list[tuple[str, int]] = []
+    decode = backend._decode_batch
+
+    def recorded(prompts: list, requests: list) -> list:
+        decoded.append((backend._active, len(prompts)))
+        return decode(prompts, requests)
+
+    monkeypatch.setattr(backend, "_decode_batch", recorded)
+    try:
+        a, b = (str(adapter) for adapter in lora_adapters[:2])
+        adapters = [a, None, b, a, a, None]
+        requests = [
+            ChatRequest(
+                (("user", f"Offer ${12 + i}.00"),),
+                SamplingConfig(temperature=0, max_tokens=4),
+                adapter=adapter,
+            )
+            for i, adapter in enumerate(adapters)
+        ]
+        backend.generate(requests)
+        names = {None: BASE_ADAPTER, a: backend.adapters[a], b: backend.adapters[b]}
+        # batch_size 2: adapter a's three requests in two batches; each batch one adapter.
+        assert decoded == [
+            (names[a], 2), (names[a], 1), (names[None], 2), (names[b], 1)
+        ]  # fmt: skip
     finally:
         backend.close()

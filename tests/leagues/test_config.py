@@ -114,6 +114,21 @@ def test_bad_values_name_the_field_and_the_fix():
                       train=TrainConfig(grpo={"gradient_accumulation_steps": 1}))  # fmt: skip
 
 
+def test_overlap_evaluation_refuses_placements_where_it_would_not_run_beside_training(tmp_path):
+    overlap = ISSUE_CONFIG.replace(
+        "[league.learner]", "overlap_evaluation = true\n[league.learner]"
+    )
+    assert LeagueConfig.from_toml(write(tmp_path, overlap)).overlap_evaluation is True
+    with pytest.raises(ValueError, match="overlap_evaluation: expected true or false, got 1"):
+        LeagueConfig.from_toml(write(tmp_path, overlap.replace("= true", "= 1")))
+    ray = overlap.replace("[league.learner]", 'executor = "ray"\n[league.learner]')
+    with pytest.raises(ValueError, match="executor = 'ray' the actors already play beside"):
+        LeagueConfig.from_toml(write(tmp_path, ray))
+    vllm = overlap + "[league.learner.train]\nuse_vllm = true\n"
+    with pytest.raises(ValueError, match="second vLLM engine beside the trainer"):
+        LeagueConfig.from_toml(write(tmp_path, vllm))
+
+
 def test_a_bad_agent_spec_in_a_population_names_the_list(tmp_path):
     text = ISSUE_CONFIG.replace('"scripted:prober"', '"scripted:nobody"')
     with pytest.raises(ValueError, match=r"league\.sellers\[1\]: .*nobody"):

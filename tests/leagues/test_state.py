@@ -13,21 +13,24 @@ import sqlite_utils
 
 from leagues.config import LeagueConfig
 from leagues.metagame import checkpoints
-from leagues.plan import GenerationPlan
+from leagues.plan import GenerationPlan, eval_tournament
 from leagues.state import (
     finish_stage,
     finished,
     generation_state,
     generations,
     league_hash,
+    league_records,
     record_step,
     register_league,
     stored_settings,
+    tournament_generation,
     training_steps,
 )
 from leagues.train_config import GRPO_DEFAULTS, RENAMED, TrainConfig, migrate_settings
 from tests.leagues.leagues import league_config, scripted_store
 from tournaments.config import read_toml_table
+from tournaments.runner import run_tournament
 from tournaments.schema import MIGRATIONS, SCHEMA_VERSION
 from tournaments.store import Store
 
@@ -208,3 +211,24 @@ def test_a_version_3_database_keeps_its_steps_and_stores_the_training_story_afte
     assert rows[0]["violation_rate"] is None and rows[0]["zero_advantage_groups"] is None
     assert (rows[1]["violation_rate"], rows[1]["zero_advantage_groups"]) == (0.125, 3.0)
     assert rows[1]["sampler_logp_diff"] == 2e-7 and rows[1]["deal_rate"] == 0.5
+
+
+def test_a_generations_ratings_read_the_rounds_of_generations_up_to_it_only(tmp_path):
+    # overlap_evaluation: generation 2's round may be stored while generation 1 is rated.
+    store, config = scripted_store(tmp_path)
+    later = eval_tournament(config, "t/gen-002-buyer", ["scripted:prober"], [("scripted:time",)])
+    run_tournament(later, store, workers=1, progress=False)
+    every, _ = league_records(store, "t")
+    through_1, entries = league_records(store, "t", through=1)
+    assert len(every) - len(through_1) == config.learner.eval_episodes
+    assert len(through_1) == len(config.sellers) * len(config.buyers) * config.learner.eval_episodes
+    assert entries == [(b,) for b in config.buyers]
+    assert league_records(store, "t", through=2)[0] == every
+
+
+def test_a_tournaments_generation_is_read_from_its_league_name():
+    assert tournament_generation("c/gen-000") == 0
+    assert tournament_generation("coevolution-seed1/gen-012-seller") == 12
+    assert tournament_generation("a/b/gen-003-buyer") == 3
+    with pytest.raises(ValueError, match="'c/final' is no league tournament name"):
+        tournament_generation("c/final")

@@ -9,7 +9,7 @@ from agents.driver import Match
 from arena.catalog import default_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
-from tournaments.ray_actors import actor_resources, backend_key, group_chunks, model_group
+from tournaments.ray_actors import actor_resources, backend_key, group_jobs, model_group
 
 SCENARIO = make_scenario(get_preset("in-distribution"), default_catalog(), 0, 0)
 
@@ -27,8 +27,9 @@ def test_a_match_is_routed_by_the_back_ends_of_its_llm_seats() -> None:
     assert model_group(llm) == ("hf:/m/a", "hf:/m/b")
     scripted = Match(SCENARIO, "scripted:prober", ("scripted:time",) * 3)
     assert model_group(scripted) == ()
-    chunks = group_chunks([llm, scripted, llm, llm], 2)
-    assert chunks == {("hf:/m/a", "hf:/m/b"): [[llm, llm], [llm]], (): [[scripted]]}
+    other = Match(SCENARIO, "hf:/m/b", ("scripted:time",) * 3)
+    groups = group_jobs([llm, scripted, other, llm])
+    assert groups == {("hf:/m/a", "hf:/m/b"): [llm, llm], (): [scripted], ("hf:/m/b",): [other]}
 
 
 @pytest.mark.parametrize(
