@@ -335,8 +335,8 @@ class LeagueRun:
             self.pending.append((g, plan, [self.beside.submit(t, self.labels) for t in rounds]))
             return
         self.settle(wait=True)  # what the background still plays first: every worker for this
+        workers = self.config.workers
         for tournament in rounds:
-            workers = self.config.workers
             for line in play_round(
                 tournament, self.store, self.config, self.labels, workers, self.actor_pool
             ):
