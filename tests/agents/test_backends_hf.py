@@ -479,6 +479,18 @@ def test_adapters_change_transcripts_over_one_model_load(
     assert backend.stats.model_loads == 1 and len(backend.adapters) == 2
 
 
+def _offers(adapters: list[str | None], max_tokens: int) -> list[ChatRequest]:
+    """One greedy request per adapter (None: the base model), each with its own offer."""
+    return [
+        ChatRequest(
+            (("user", f"Offer ${12 + i}.00"),),
+            SamplingConfig(temperature=0, max_tokens=max_tokens),
+            adapter=adapter,
+        )
+        for i, adapter in enumerate(adapters)
+    ]
+
+
 def test_a_mixed_adapter_batch_gives_each_request_its_text_alone(
     lora_model_dir: Path, lora_adapters: list[Path], one_thread: None
 ) -> None:
@@ -486,14 +498,7 @@ def test_a_mixed_adapter_batch_gives_each_request_its_text_alone(
     assert isinstance(backend, HFBackend)
     try:
         adapters = [None, str(lora_adapters[0]), str(lora_adapters[1]), str(lora_adapters[0])]
-        requests = [
-            ChatRequest(
-                (("user", f"Offer ${12 + i}.00"),),
-                SamplingConfig(temperature=0, max_tokens=12),
-                adapter=adapter,
-            )
-            for i, adapter in enumerate(adapters)
-        ]
+        requests = _offers(adapters, max_tokens=12)
         batched = [c.text for c in backend.generate(requests)]
         alone = [backend.generate([request])[0].text for request in requests]
         assert batched == alone
@@ -535,14 +540,7 @@ def test_a_mixed_adapter_call_decodes_one_batch_per_adapter_without_peft_mixed_b
     try:
         a, b = (str(adapter) for adapter in lora_adapters[:2])
         adapters = [a, None, b, a, a, None]
-        requests = [
-            ChatRequest(
-                (("user", f"Offer ${12 + i}.00"),),
-                SamplingConfig(temperature=0, max_tokens=4),
-                adapter=adapter,
-            )
-            for i, adapter in enumerate(adapters)
-        ]
+        requests = _offers(adapters, max_tokens=4)
         backend.generate(requests)
         names = {None: BASE_ADAPTER, a: backend.adapters[a], b: backend.adapters[b]}
         # batch_size 2: adapter a's three requests in two batches; each batch one adapter.
