@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 from agents.backends import close_backends, open_backends
 from agents.lifetime import die_with_parent
@@ -35,6 +36,8 @@ from tournaments.config import TournamentConfig
 from tournaments.ray_pool import ActorPool
 from tournaments.runner import run_tournament
 from tournaments.store import Store
+
+T = TypeVar("T")
 
 EVAL_CHUNK = 64
 """Most evaluation episodes a task holds in flight (LLM requests batched across them), or
@@ -104,21 +107,31 @@ class Beside:
             initializer=_start,
             initargs=(os.getpid(), config.cpu_threads),
         )
+        self.submitted: list[Future[Any]] = []
 
     def submit(self, tournament: TournamentConfig, labels: Mapping[str, str]) -> Future[list[str]]:
         """Queue a round; its future gives :func:`play_round`'s lines (or raises its error)."""
-        return self.pool.submit(
+        return self.call(
             _play_beside, tournament, str(self.db_path), self.config, dict(labels), self.workers
         )
 
+    def call(self, fn: Callable[..., T], *args: object) -> Future[T]:
+        """Queue ``fn(*args)`` in the background process, in order; :meth:`close` knows it."""
+        future = self.pool.submit(fn, *args)
+        self.submitted.append(future)
+        return future
+
     def close(self) -> None:
-        """Stop the process at once, a round in play included (on an error or Ctrl-C in the
-        league's process; after a league that finished, nothing is left to play). What a round
-        stored is kept; a resumed league plays the rest."""
+        """Stop the process: at once while a call is still queued or in play (an error or
+        Ctrl-C in the league's process), else let it exit by itself (a league that finished).
+        What a round stored is kept; a resumed league plays the rest."""
+        if all(future.done() for future in self.submitted):
+            self.pool.shutdown(wait=True)
+            return
         terminate = getattr(self.pool, "terminate_workers", None)  # Python >= 3.14
         if terminate is not None:
             terminate()
-        else:
+        else:  # before 3.14 the executor's processes are reachable only by its private field
             for process in list(getattr(self.pool, "_processes", {}).values()):
                 process.terminate()
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -331,6 +331,81 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
     assert len(texts) >= 3
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie awaiting its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_a_league_killed_while_its_round_plays_beside_training_resumes_to_the_same_results(
+    tmp_path,
+):
+    # SIGKILL once generation 1 trains and generation 0's round is queued beside it: the
+    # background process dies with the league, and the resumed run replays that round (no stage
+    # of generation 0 was recorded; stored episodes would be skipped) to the episodes and
+    # ratings of an uninterrupted run in one process.
+    runs = {}
+    for name, workers, overlap in (("one", 1, "false"), ("killed", 2, "true")):
+        runs[name] = tmp_path / name
+        runs[name].mkdir()
+        (runs[name] / "l.toml").write_text(SEEDED.format(workers=workers, overlap=overlap))
+    one, killed = runs["one"], runs["killed"]
+    run_league(LeagueConfig.from_toml(one / "l.toml"), one / "l.db", log=lambda _m: None,
+               report=False)  # fmt: skip
+
+    db = killed / "l.db"
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    command = [sys.executable, "-m", "arena_cli", "league", "run", "l.toml", "--db", str(db)]
+    with (killed / "first.log").open("w") as log:
+        first = subprocess.Popen(command, cwd=killed, env={**os.environ, "PYTHONPATH": path},
+                                 stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        deadline = time.monotonic() + 240
+        started = []
+        while time.monotonic() < deadline and first.poll() is None and not started:
+            tables = (
+                {r[0] for r in _rows(db, "SELECT name FROM sqlite_master")}
+                if db.exists()
+                else set()
+            )
+            if "league_generations" in tables:
+                started = _rows(db, "SELECT stage FROM league_generations WHERE generation = 1")
+            time.sleep(0.1)
+        assert first.poll() is None and started, (killed / "first.log").read_text()[-2000:]
+        background = _children(first.pid)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert background, "the league had no background process when it was killed"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in background):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in background), "the background process outlived the league"
+    stages = _rows(db, "SELECT generation, stage FROM league_generations ORDER BY generation")
+    assert all(g == 1 for g, _ in stages), stages  # generation 0's round had not finished
+
+    lines: list[str] = []
+    run_league(LeagueConfig.from_toml(killed / "l.toml"), db, log=lines.append, report=False)
+    assert [r[0] for r in _rows(db, "SELECT stage FROM league_generations")] == ["rated", "rated"]
+    assert _stored(db, killed) == _stored(one / "l.db", one)
+    assert _ratings(db, killed) == _ratings(one / "l.db", one)
+    assert any(line.startswith("generation 1: train") for line in lines), lines
+
+
 def test_a_generation_folder_trained_by_another_runs_settings_is_refused_not_resumed(tmp_path):
     from leagues.folders import claim_folder
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import time
 from concurrent.futures.process import BrokenProcessPool
@@ -52,7 +53,7 @@ def test_self_play_draws_no_opponents_so_its_evaluations_always_overlap():
 def test_closing_the_background_process_stops_a_round_in_play_at_once(tmp_path: Path):
     # An error or Ctrl-C in the league's process must not wait minutes for a round to end.
     beside = Beside(_config(), tmp_path / "l.db")
-    busy = beside.pool.submit(time.sleep, 60)
+    busy = beside.call(time.sleep, 60)
     while not busy.running():
         time.sleep(0.05)
     started = time.perf_counter()
@@ -60,3 +61,13 @@ def test_closing_the_background_process_stops_a_round_in_play_at_once(tmp_path: 
     assert time.perf_counter() - started < 10
     with pytest.raises(BrokenProcessPool):
         busy.result(timeout=0)
+
+
+def test_closing_an_idle_background_process_lets_it_exit_by_itself(tmp_path: Path):
+    # After a league that finished nothing is in flight: the process ends its own way (its
+    # exit handlers run, its connection closes) rather than being killed.
+    beside = Beside(_config(), tmp_path / "l.db")
+    exited = tmp_path / "exited"
+    beside.call(atexit.register, Path.touch, exited).result(timeout=120)
+    beside.close()
+    assert exited.exists()
