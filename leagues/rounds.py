@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
@@ -63,7 +64,9 @@ def play_round(
     actor_pool: ActorPool | None = None,
 ) -> list[str]:
     """Play (or finish) an evaluation round into ``store`` on ``workers`` workers; the lines the
-    league logs: the executor's notes, each back-end's model loads, the episodes played."""
+    league logs: the executor's notes, each back-end's model loads, the episodes played and the
+    round's wall time (where a league's evaluation time goes, read from its log)."""
+    started = time.perf_counter()
     for spec in tournament.sellers:
         store.register_agent(spec, "seller", labels.get(spec))
     for spec in sorted({s for pool in tournament.buyers for s in pool}):
@@ -88,8 +91,8 @@ def play_round(
     finally:
         close_backends()
     lines.append(
-        f"{tournament.name}: {summary.played} episodes played"
-        f" ({summary.skipped} found already stored)"
+        f"{tournament.name}: {summary.played} episodes played in"
+        f" {time.perf_counter() - started:.0f} s ({summary.skipped} found already stored)"
     )
     return lines
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -292,6 +293,8 @@ def test_two_runs_of_a_seeded_league_store_identical_episodes_and_weights(tmp_pa
     training = next(i for i, line in enumerate(beside) if line.startswith("generation 1: train"))
     played = next(i for i, line in enumerate(beside) if line.startswith("same/gen-000: 8 epi"))
     assert training < played, beside
+    assert re.fullmatch(r"same/gen-000: 8 episodes played in \d+ s \(0 found already stored\)",
+                        beside[played])  # fmt: skip
     one, two, third = runs
     config = LeagueConfig.from_toml(one / "l.toml")
     assert _stored(one / "l.db", one) == _stored(two / "l.db", two)
