@@ -9,11 +9,13 @@ One line per buyer agent that filled every buyer seat against the seller (``--se
 malformed ones (re-sampled), the median bid over the seat's budget, the bids at or above the
 seller's cost of the product, the bids on the budget's ladder (a whole tenth of the budget, 10%
 to 100%, floored to cents: the rungs of the ``ladder`` agent option), the deal rate and mean
-deal price over list, and the median bid over the budget by reply (the first reply after the
+deal price over list, the median bid over the budget by reply (the first reply after the
 seat's opening, the second, ...: whether the buyer raises its bid as the seller's messages run
-out, as ``scripted:time`` does). docs/training.md quotes it for c13 and c14 (why the trained
-buyers take the list price), for the ladder runs (b10, c24: whether the model copies a rung) and
-for c42-c43 (which reply the time buyer wins with).
+out, as ``scripted:time`` does), and the buyer side's mean reward against that seller (the mean
+over the seats, as ``bench_learning.py --role buyer`` pools it over every seller).
+docs/training.md quotes it for c13 and c14 (why the trained buyers take the list price), for the
+ladder runs (b10, c24: whether the model copies a rung), for c42-c43 (which reply the time buyer
+wins with) and for c62-c64 (where the buyer's headroom is: its side reward seller by seller).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from arena.buyer_metrics import episode_buyer_side_reward
 from arena.money import MAX_LADDER_RUNGS, budget_ladder, cents, floor_cents
 from arena.records import EpisodeRecord
 from arena.seats import SELLER, buyer_index
@@ -72,6 +75,9 @@ def bid_figures(episodes: list[EpisodeRecord]) -> dict[str, object]:
         "deal_rate": len(deals) / len(episodes) if episodes else None,
         "deal_price_over_list": statistics.mean(over_list) if over_list else None,
         "bid_over_budget_by_reply": [statistics.median(by_reply[i]) for i in sorted(by_reply)],
+        "side_reward": statistics.fmean(map(episode_buyer_side_reward, episodes))
+        if episodes
+        else None,
     }
 
 
@@ -100,6 +106,7 @@ def main() -> None:
             f"{f['bids_on_the_ladder']}, deal rate {f['deal_rate']:.2f} at "
             f"{'-' if price is None else f'{price:.2f}'} of list, bid/budget median by reply "
             + " ".join(f"{m:.2f}" for m in f["bid_over_budget_by_reply"])
+            + f", side reward {f['side_reward']:+.3f}"
         )
 
 

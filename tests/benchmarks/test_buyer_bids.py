@@ -54,3 +54,13 @@ def test_a_buyer_on_the_ladder_has_every_bid_after_its_opening_counted_on_it():
     records, _ = play_vs_pool(config, scenarios, "scripted:prober", [climber])
     figures = load_script("buyer_bids").bid_figures(records)
     assert figures["bids"] > 0 and figures["bids_on_the_ladder"] == figures["bids"]
+
+
+def test_the_side_reward_is_the_mean_over_episodes_of_the_buyers_mean_over_seats():
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, load_catalog(None), 5, 12)
+    records, _ = play_vs_pool(config, scenarios, "scripted:prober", ["scripted:time"])
+    figures = load_script("buyer_bids").bid_figures(records)
+    seats = [statistics.fmean(r.result.buyer_rewards) for r in records]
+    assert figures["side_reward"] == statistics.fmean(seats)
+    assert len(records[0].result.buyer_rewards) == 3 and figures["side_reward"] > 0  # it closes

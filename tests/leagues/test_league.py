@@ -67,13 +67,15 @@ def _rows(db: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
+def _rows_once_stored(db: Path, table: str, sql: str) -> list[tuple]:
+    """``sql``'s rows, or none while the league has not yet created ``db`` or its ``table``."""
+    if not db.exists() or not _rows(db, f"SELECT 1 FROM sqlite_master WHERE name = '{table}'"):
+        return []
+    return _rows(db, sql)
+
+
 def _steps_stored(db: Path) -> int:
-    if not db.exists():
-        return 0
-    tables = {r[0] for r in _rows(db, "SELECT name FROM sqlite_master")}
-    return (
-        _rows(db, "SELECT COUNT(*) FROM training_steps")[0][0] if "training_steps" in tables else 0
-    )
+    return len(_rows_once_stored(db, "training_steps", "SELECT 1 FROM training_steps"))
 
 
 def _complete_checkpoints(folder: Path) -> list[int]:
@@ -342,15 +344,18 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``."""
+def _spawned_workers(pid: int) -> list[int]:
+    """The multiprocessing workers ``pid`` spawned (its children running ``spawn_main``; the
+    resource tracker, also a child, runs another command)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
         except (FileNotFoundError, ProcessLookupError, ValueError):
             continue
+        if parent == pid and b"spawn_main" in command:
+            found.append(int(stat.parent.name))
     return found
 
 
@@ -381,16 +386,12 @@ def test_a_league_killed_while_its_round_plays_beside_training_resumes_to_the_sa
         deadline = time.monotonic() + 240
         started = []
         while time.monotonic() < deadline and first.poll() is None and not started:
-            tables = (
-                {r[0] for r in _rows(db, "SELECT name FROM sqlite_master")}
-                if db.exists()
-                else set()
+            started = _rows_once_stored(
+                db, "league_generations", "SELECT 1 FROM league_generations WHERE generation = 1"
             )
-            if "league_generations" in tables:
-                started = _rows(db, "SELECT stage FROM league_generations WHERE generation = 1")
             time.sleep(0.1)
         assert first.poll() is None and started, (killed / "first.log").read_text()[-2000:]
-        background = _children(first.pid)
+        background = _spawned_workers(first.pid)
         first.send_signal(signal.SIGKILL)
         first.wait()
     assert background, "the league had no background process when it was killed"
