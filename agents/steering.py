@@ -78,6 +78,12 @@ seller's standing offer, ``They hold list. `` or ``They came down. `` (:func:`sh
 ``Offer ``: the digit is drawn right after the words that tell an anchor at list from a
 concession, so its context differs between sellers that differ there.
 
+An exploring start (the learner's ``exploring_starts``, :mod:`leagues.branch`) holds one reply of
+a ``ladder`` buyer to a given move, ``Steer.explore``: its action tag and each digit of its rung
+are drawn among that move's characters only, like a target digit, but such a draw is the policy's,
+not a forced token: trained, with its log-probability under the model's whole distribution, so
+the update moves the probability of the move the group's rewards scored.
+
 Only single-product markets are steered (a multi-product DEAL also names its product). The hf
 back-end and the league's hf sampler steer; the vllm and openai back-ends refuse the option.
 """
@@ -144,6 +150,10 @@ class Steer:
     cue: str = ""
     """Under ``steer=share`` with ``share_cue``, the words the Thought opens with before
     ``Offer `` (:func:`share_cue`); empty: none."""
+    explore: str = ""
+    """An exploring start (``steer=ladder``, :func:`explore_moves`): the move this reply is held
+    to, a price of ``prices`` for a ``[BUY]`` or ``DEAL``; its tag and digits are drawn held to
+    it but count as the policy's (trained, with their true log-probabilities); empty: none."""
 
     def forced(self, reply: str) -> tuple[str, bool] | None:
         """(text to write next, whether the turn ends after it) for ``reply`` (the text so
@@ -221,14 +231,23 @@ class Steer:
             return frozenset({*(() if self.must_bid else ("0",)), *dict(self.shares)})
         if line == "Action: [" and self.shares:  # share 0: no bid; a DEAL needs an offer
             return frozenset({"QUIT", *(("DEAL",) if self.bids else ())})
+        if line == "Action: [" and self.explore:
+            return frozenset({"DEAL" if self.explore == "DEAL" else "BUY"})
         if line == "Action: [":
             return frozenset(self.kinds())
         written = self.bid_written(line)
+        prices = (self.explore,) if self.explore else self.prices
         if written is not None and self.prices:
             return frozenset(
-                p[len(written)] for p in self.prices if p.startswith(written) and p != written
+                p[len(written)] for p in prices if p.startswith(written) and p != written
             )
         return frozenset()
+
+    def exploring(self, reply: str) -> bool:
+        """Whether the draw after ``reply`` is one of an exploring start's held choices (its
+        action tag or a digit of its price): the policy's, trained, not a forced token."""
+        line = reply.rsplit("\n", 1)[-1]
+        return bool(self.explore) and (line == "Action: [" or self.bid_written(line) is not None)
 
     @staticmethod
     def share(reply: str) -> str | None:
@@ -306,6 +325,15 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0, cue: bool = False
     return Steer(bids, active, fields) if bids or active or fields else None
 
 
+def explore_moves(steer: Steer | None) -> tuple[str, ...]:
+    """The moves an exploring start may hold a buyer's reply to (``learner.exploring_starts``):
+    a ``[BUY]`` at each price of its ladder (``steer=ladder``), and ``DEAL`` when an offer
+    stands; none at a regulated opening (no choice there) or for another steer."""
+    if steer is None or not steer.prices or steer.opening is not None:
+        return ()
+    return (*steer.prices, *(("DEAL",) if steer.bids else ()))
+
+
 def ladder_prices(budget: float, rungs: int) -> tuple[str, ...]:
     """The bids ``steer=ladder`` holds a buyer to (:func:`arena.money.ladder_bids`), as written
     after ``$``."""
@@ -365,6 +393,9 @@ class Guidance(NamedTuple):
     allowed: frozenset[int] = frozenset()
     """Tokens the next draw must be one of (empty: any): another token drawn, the draw is
     repeated among these."""
+    explored: bool = False
+    """The draw held to ``allowed`` is an exploring start's (:attr:`Steer.explore`): the
+    token counts as the policy's, with its log-probability, not as a forced one."""
 
 
 NO_GUIDANCE = Guidance([], frozenset())
@@ -402,8 +433,14 @@ def token_steer(
             return Guidance([*tokens, end_token] if ends else tokens, frozenset())
         choices = steer.choices(reply)  # held only where each choice is a token of its own
         allowed = frozenset(single[c] for c in choices) if choices <= single.keys() else None
+        explored = steer.exploring(reply)
+        if explored and not allowed:
+            raise ValueError(
+                f"an exploring start holds each of {sorted(choices)} to a token of its own, "
+                "which this tokenizer does not write; set learner.exploring_starts = false"
+            )
         if allowed:
-            return Guidance([], frozenset(), allowed)
+            return Guidance([], frozenset(), allowed, explored)
         banned = frozenset(single[d] for d in steer.banned_digits(reply) if d in single)
         if steer.unfinished(reply):
             banned |= stop_ids

@@ -127,6 +127,16 @@ class LearnerConfig:
             "other group."
         ),
     )
+    exploring_starts: bool = field(
+        default=False,
+        metadata=_help(
+            "Exploring starts at the bid (buyer side, steer = 'ladder'): at each GRPO group's "
+            "first free bid after its shared replies, episode k is held to the k-th of the "
+            "reply's moves (a [BUY] on each ladder rung, a DEAL at the standing offer) in an "
+            "order drawn per group, those tokens trained as the policy's, so the group's rewards "
+            "compare moves the policy seldom samples (leagues.branch)."
+        ),
+    )
     eval_episodes: int = field(
         default=64, metadata=_help("Evaluation episodes per (checkpoint, opponent) pairing.")
     )
@@ -343,6 +353,12 @@ class LearnerConfig:
             raise ValueError(
                 f"{where}.steer = {self.steer!r} runs on the hf sampler and back-end; with "
                 "train.use_vllm = true set steer = 'none'"
+            )
+        explorers = [side for side in self.roles if self.side_setting(side, "exploring_starts")]
+        if "seller" in explorers or (explorers and self.steer != "ladder"):
+            raise ValueError(
+                f"{where}.exploring_starts explores a buyer's bids on its ladder: set it under "
+                f"[{where}.side_train.buyer], with {where}.steer = 'ladder'"
             )
         if self.share_cue and self.steer != "share":
             raise ValueError(

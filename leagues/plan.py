@@ -178,10 +178,11 @@ def training_rows(
     first buyer seat of each scenario; a buyer with ``buyer_seats = "all"`` gets a row per buyer
     seat of each scenario (the rows of one scenario share episodes). The ``j``-th scenario's
     groups share as many learner replies as the ``j``-th entry of the side's ``shared_replies``,
-    cycled."""
+    cycled; a buyer's groups make exploring starts when its ``exploring_starts`` is set."""
     scenarios = training_scenarios(config, generation)
     n = config.market_config().num_buyers
     cycle = config.learner.shared_replies_for(side)
+    explore = side == "buyer" and bool(config.learner.side_setting(side, "exploring_starts"))
     rows = []
     if side == "self-play":
         for j, sc in enumerate(scenarios):
@@ -205,13 +206,15 @@ def training_rows(
             for i in range(1, n + 1):
                 key = f"g{generation}/s{sc.index}/buyer_{i}"
                 seats = (LEARNER,) * n
-                rows.append(GroupRow(key, sc, opponent, seats, f"buyer_{i}", credit, shared))
+                rows.append(
+                    GroupRow(key, sc, opponent, seats, f"buyer_{i}", credit, shared, explore)
+                )
         else:
             # The learner takes slot 1; other buyer slots (N > 1) draw from the initial buyers.
             others = [config.buyers[sc.pool_index(i, len(config.buyers))] for i in range(1, n)]
             buyers = (LEARNER, *others)
             key, credit = f"g{generation}/s{sc.index}", config.learner.buyer_credit
-            rows.append(GroupRow(key, sc, opponent, buyers, "buyer_1", credit, shared))
+            rows.append(GroupRow(key, sc, opponent, buyers, "buyer_1", credit, shared, explore))
     return rows
 
 

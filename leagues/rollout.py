@@ -44,7 +44,8 @@ from arena.game import Market
 from arena.records import EpisodeRecord
 from arena.scenarios import Scenario
 from arena.seats import SELLER, buyer_index, seat_slot
-from leagues.generators import Context, Generate, Sample, row_seed
+from leagues.branch import Branch
+from leagues.generators import Context, Generate, Sample
 from leagues.learner_config import BUYER_CREDIT
 from leagues.streams import ChatFormat, Stream
 
@@ -77,6 +78,9 @@ class GroupRow:
     shared: int = 0
     """How many of the episode's first learner replies the group's episodes share (tree
     rollouts, ``learner.shared_replies``): drawn alike and trained on by none."""
+    explore: bool = False
+    """An exploring start at the group's first free bid after the branch
+    (``learner.exploring_starts``, :class:`leagues.branch.Branch`)."""
 
     def __post_init__(self) -> None:
         if len(self.buyers) != self.scenario.num_buyers:
@@ -193,28 +197,6 @@ class PolicyBatcher:
         return [replies[k] for k in source]
 
 
-@dataclass
-class Branch:
-    """Where an episode of a tree-rollout group branches: the episode's first ``shared`` learner
-    replies (over all its learner seats, in turn order) are drawn with random numbers of the
-    group's own (``group`` is the same for every episode of a GRPO group), so against
-    deterministic opponents every episode of the group makes the same moves up to there."""
-
-    group: int
-    """The group's sampling seed material: equal for the episodes of one group in one rollout."""
-    shared: int
-    replies: int = 0
-    """The episode's learner replies requested so far."""
-
-    def next_share(self) -> int | None:
-        """The sampling seed of the episode's next learner reply, None once it has branched."""
-        n = self.replies
-        self.replies += 1
-        if n >= self.shared:
-            return None
-        return row_seed(self.group, n)
-
-
 class Learner:
     """A learner seat: an :class:`LLMAgent` keeps its conversation (prompts, history) as in
     evaluation; its replies are sampled by the policy, and its tokens go on its stream."""
@@ -260,7 +242,8 @@ class Learner:
         stream.add(addition, None, trained=False)
         share = self.branch.next_share()
         self.shared = share is not None
-        context = Context(stream.context, tuple(stream.ends), self.key, request.steer, share)
+        steer = request.steer if self.shared else self.branch.explore(request.steer)
+        context = Context(stream.context, tuple(stream.ends), self.key, steer, share)
         stream.ends.append(len(context.ids))
         return context
 
@@ -302,10 +285,14 @@ def play_rollouts(
     learners: list[dict[str, Learner]] = []
     matches = []
     groups: dict[tuple[Any, ...], int] = {}
+    played: dict[tuple[Any, ...], int] = {}
     for row in rows:
         group = groups.setdefault(row.seating, len(groups))
+        episode = played[row.seating] = played.get(row.seating, -1) + 1
         branch = Branch(
-            int(np.random.SeedSequence([seed, group, 29]).generate_state(1)[0]), row.shared
+            int(np.random.SeedSequence([seed, group, 29]).generate_state(1)[0]),
+            row.shared,
+            episode if row.explore else None,
         )
         mine = {
             seat: Learner(policy, batcher, branch) for seat in seats if row.seat(seat) == LEARNER

@@ -21,11 +21,13 @@ SIDE_TRAIN_KEYS = (
 completion length, sampler and adapter stay the league's."""
 SIDE_LEAGUE_KEYS = (
     "steps_per_generation", "opponents", "opponents_explore", "opponents_from", "shared_replies",
+    "exploring_starts",
 )  # fmt: skip
 """The league settings ``learner.side_train`` also takes: a side's optimizer steps per generation
 and the meta-solver its training opponents are drawn by, its exploration share and the members it
 draws from (RLlib's per-module overrides include how much each module trains and against which
-policies), and how many replies its GRPO groups share before they branch."""
+policies), how many replies its GRPO groups share before they branch, and whether they explore
+at the branch."""
 OPPONENT_POOLS = ("all", "models", "scripted")
 """``opponents_from``: the other side's whole population, its model agents only, or its scripted
 agents only."""
@@ -86,6 +88,9 @@ def check_side_league_key(where: str, key: str, value: Any) -> None:
                 f"{where} must be a non-empty list of reply counts >= 0, e.g. [0, 3] (every "
                 f"other group shares its first three learner replies), got {value!r}"
             )
+    elif key == "exploring_starts":
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, got {value!r}")
     elif key == "opponents_explore":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise ValueError(

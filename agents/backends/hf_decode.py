@@ -229,8 +229,10 @@ def decode(
     banned tokens, which when drawn are drawn again from the same distribution without them (the
     same uniform number); or allowed tokens, a draw outside which is drawn again among them.
     Either way the token is marked forced, with log-probability 0 (not the policy's free
-    choice); every row draws its uniform number each step, so a steered and an unsteered run
-    share their random streams.
+    choice), except a draw held for an exploring start (``Guidance.explored``), which keeps
+    its log-probability under the unheld distribution and counts as sampled; every row draws
+    its uniform number each step, so a steered and an unsteered run share their random
+    streams.
     """
     import torch
 
@@ -253,10 +255,14 @@ def decode(
     queued: list[list[int]] = [[] for _ in rows]
     banned: list[frozenset[int]] = [frozenset() for _ in rows]
     allowed: list[frozenset[int]] = [frozenset() for _ in rows]
+    explored = [False] * len(rows)
     if steer is not None:  # a reply may open with forced tokens (a field label)
         for row in live:
             guidance = steer(row, [])
-            queued[row], banned[row], allowed[row] = list(guidance.forced), *guidance[1:]
+            queued[row], banned[row], allowed[row], explored[row] = (
+                guidance.forced[:],
+                *guidance[1:],
+            )
     for step in range(most):
         temperature = torch.tensor([rows[r].temperature for r in live], device=device)
         top_p = torch.tensor([rows[r].top_p for r in live], device=device)
@@ -285,7 +291,7 @@ def decode(
                     kept = logits[one].clone()
                     kept[0, sorted(banned[row])] = float("-inf")
                 tokens[place] = next_tokens(kept, temperature[one], top_p[one], uniform[one])[0]
-                steered[place] = True
+                steered[place] = not explored[row]
         if logprobs:
             chosen = token_logprobs(logits, temperature, top_p, tokens).tolist()
             for row, value, was_forced in zip(live, chosen, steered, strict=True):
@@ -295,9 +301,13 @@ def decode(
             generated[row].append(token)
             forced[row].append(steered[place])
             banned[row] = allowed[row] = frozenset()
+            explored[row] = False
             if steer is not None and not queued[row]:
                 guidance = steer(row, generated[row])
-                queued[row], banned[row], allowed[row] = list(guidance.forced), *guidance[1:]
+                queued[row], banned[row], allowed[row], explored[row] = (
+                    guidance.forced[:],
+                    *guidance[1:],
+                )
             if token not in stop_ids and len(generated[row]) < rows[row].max_tokens:
                 keep.append(place)
         if not keep:

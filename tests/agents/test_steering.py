@@ -18,6 +18,7 @@ from agents.scripted.buyers import on_ladder
 from agents.specs import SpecError
 from agents.steering import (
     Steer,
+    explore_moves,
     ladder_prices,
     share_cue,
     share_digit,
@@ -520,3 +521,28 @@ def test_replies_decoded_under_the_share_steer_are_moves_the_market_takes(hf) ->
         else:
             assert copy.done and copy.result().violation is None
     assert len(digits) > 1 and "0" not in digits  # drawn among the rungs: an opening must bid
+
+
+def test_an_exploring_start_holds_the_tag_and_each_digit_to_its_move_as_the_policys_draws():
+    held = dataclasses.replace(RUNGS, explore="39.12")
+    assert held.choices("Thought: x\nTalk: hi\nAction: [") == frozenset({"BUY"})
+    assert held.choices(BID) == frozenset({"3"})  # not 4: one rung, digit by digit
+    assert held.choices(BID + "39.") == frozenset({"1"})
+    assert held.forced(BID + "39.12") == ("", True)
+    assert held.exploring(BID + "39") and held.exploring("Thought: x\nTalk: hi\nAction: [")
+    assert not held.exploring("Thought: x\nTalk: hi\nAction:")  # " [" is written, not explored
+    assert not held.exploring("Thought: x")  # the Thought and Talk stay free
+    assert not RUNGS.exploring(BID)  # a plain ladder steer explores nothing
+    taking = Steer(((1, "$50.00"),), fields=("Thought", "Talk", "Action"), prices=RUNGS.prices,
+                   explore="DEAL")  # fmt: skip
+    assert taking.choices("Thought: x\nTalk: hi\nAction: [") == frozenset({"DEAL"})
+    assert taking.forced("Thought: x\nTalk: hi\nAction: [DEAL]") == (" $50.00", True)
+
+
+def test_an_exploring_start_may_bid_each_rung_or_take_a_standing_offer_but_not_open():
+    assert explore_moves(RUNGS) == RUNGS.prices  # no offer stands: no DEAL
+    standing = dataclasses.replace(RUNGS, bids=((1, "$50.00"),))
+    assert explore_moves(standing) == (*RUNGS.prices, "DEAL")
+    assert explore_moves(dataclasses.replace(standing, opening="$20.00")) == ()  # regulated
+    assert explore_moves(Steer((), fields=("Thought", "Talk", "Action"))) == ()  # protocol
+    assert explore_moves(None) == ()

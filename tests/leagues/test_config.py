@@ -810,3 +810,23 @@ def test_the_continued_leagues_from_another_start_change_the_start_and_nothing_i
     begin = parse_spec(other["learner"]["start"]["seller"]).params["lora"]
     assert begin.startswith(f"runs/learning-seed{start}/")
     assert loras >= {begin} | {f"runs/{other['name']}-seed{k}/{last}" for k in other["seeds"]}
+
+
+def test_exploring_starts_are_a_buyer_setting_under_the_ladder_steer(tmp_path):
+    ladder = SIDES.replace(
+        "[league.learner.train]", 'steer = "ladder"\nladder = 9\n\n[league.learner.train]'
+    )
+    buyer = "[league.learner.side_train.buyer]\nexploring_starts = true\n"
+    learner = LeagueConfig.from_toml(write(tmp_path, ladder + buyer)).learner
+    assert learner.side_setting("buyer", "exploring_starts") is True
+    assert learner.side_setting("seller", "exploring_starts") is False
+    for text in (ladder.replace('steer = "ladder"', 'steer = "protocol"') + buyer,
+                 ladder.replace("[league.learner.train]", "exploring_starts = true\n\n"
+                                "[league.learner.train]")):  # fmt: skip
+        with pytest.raises(ValueError, match=r"exploring_starts explores a buyer's bids on its "
+                           r"ladder: set it under \[league\.learner\.side_train\.buyer\], with "
+                           r"league\.learner\.steer = 'ladder'"):  # fmt: skip
+            LeagueConfig.from_toml(write(tmp_path, text))
+    with pytest.raises(ValueError, match=r"side_train.buyer.exploring_starts must be true or "
+                       r"false, got 1"):  # fmt: skip
+        LeagueConfig.from_toml(write(tmp_path, ladder + buyer.replace("true", "1")))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.steering import Steer
+from agents.steering import BUYER_FIELDS, Steer, ladder_prices
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
@@ -18,6 +18,7 @@ from leagues.generators import Context, HFGenerator
 from leagues.rollout import LEARNER, GroupRow, Policy, play_rollouts
 from leagues.streams import ChatFormat, Stream
 from leagues.trainer import load_chat_tokenizer
+from tests.agents.test_steering import ShortThought
 
 MIB = 2**20
 
@@ -182,3 +183,27 @@ def test_a_rollout_is_identical_with_and_without_kv_reuse(tiny_model_dir):
         reused = generate.reused
     assert played[0] == played[64 * MIB]
     assert reused > 0
+
+
+def test_an_exploring_starts_held_draws_are_the_policys_with_their_unheld_logprobs(tiny_model_dir):
+    import torch
+
+    tok = load_chat_tokenizer(tiny_model_dir)
+    model = tiny(tiny_model_dir)
+    generate = HFGenerator(model, tok, 1.0, 1.0, max_new_tokens=32, chunk=4)
+    prompt = tok("Offer")["input_ids"]
+    rungs = ladder_prices(43.47, 9)
+    held = ShortThought((), fields=BUYER_FIELDS, prices=rungs, explore=rungs[4])
+    [explored] = generate([Context(prompt, (), 0, held)], 3)
+    assert tok.decode(explored.ids, skip_special_tokens=True).endswith(f"[BUY] ${rungs[4]}")
+    # The tag and the price's digits are the policy's draws (all else is written: no loss).
+    own = [i for i, forced in enumerate(explored.forced) if not forced]
+    assert tok.decode([explored.ids[i] for i in own]) == "BUY" + rungs[4]
+    assert all(explored.logprobs[i] == 0.0 for i in range(len(explored.ids)) if i not in own)
+    # Each with its log-probability under the model's whole distribution, not the held one.
+    with torch.inference_mode():
+        logits = model(torch.tensor([prompt + explored.ids])).logits[0].float()
+    logp = logits.log_softmax(-1)
+    expected = [logp[len(prompt) + i - 1, explored.ids[i]].item() for i in own]
+    assert [explored.logprobs[i] for i in own] == pytest.approx(expected, abs=1e-4)
+    assert all(lp < 0 for lp in expected)

@@ -136,3 +136,13 @@ def test_spare_scenarios_are_one_per_group_and_round_and_never_a_generations_own
     spare = {s.index for s in first + second}
     assert len(spare) == 16 and spare.isdisjoint(own)
     assert spare_scenarios(config, 1) == first  # seeded: a resume replays the same spares
+
+
+def test_a_buyer_with_exploring_starts_marks_its_groups_to_explore_and_a_seller_never(tmp_path):
+    config = buyer_in_every_seat(tmp_path, 3)
+    assert not any(r.explore for r in training_rows(config, 2, "buyer", ["x"], [1.0]))
+    side_train = {"buyer": {"exploring_starts": True}}
+    learner = dataclasses.replace(config.learner, steer="ladder", ladder=9, side_train=side_train)
+    config = dataclasses.replace(config, learner=learner)
+    assert all(r.explore for r in training_rows(config, 2, "buyer", ["x"], [1.0]))
+    assert not any(r.explore for r in training_rows(config, 1, "seller", ["x"], [1.0]))

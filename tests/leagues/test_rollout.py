@@ -12,6 +12,7 @@ from agents import make_agent
 from agents.driver import Match, Replay, Transcript
 from agents.engine import play_matches
 from agents.finetune import chat_examples
+from agents.steering import explore_moves
 from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
@@ -395,3 +396,48 @@ def test_dynamic_sampling_stops_at_its_rounds_and_spares_and_counts_what_stays_f
     assert logged["resampled_groups"] == 2.0 and logged["zero_advantage_groups"] == 2.0
     off = rollout_batch(rows, MARKET, learner, seed=5, spares=spares, rounds=0)
     assert off["resampled"] == [False] * 4 and titles[0] not in tok.decode(off["prompt_ids"][0])
+
+
+def test_each_episode_of_an_exploring_group_makes_its_own_move_at_the_groups_first_free_bid(
+    tiny_tokenizer, text_policy
+):
+    tok = tiny_tokenizer
+    scenario = make_scenario(MARKET, CATALOG, 5, 0)
+    answer, held = text_policy(tok), []
+
+    def exploring(contexts, seed):
+        """The text policy, but a held reply makes its exploring start's move."""
+        out = answer(contexts, seed)
+        for i, context in enumerate(contexts):
+            if context.steer is not None and context.steer.explore:
+                held.append(context.steer)
+                move = context.steer.explore
+                action = "[DEAL]" if move == "DEAL" else f"[BUY] ${move}"
+                text = f"Thought: Explored.\nTalk: Hm.\nAction: {action}"
+                ids = [*tok(text, add_special_tokens=False)["input_ids"], tok.eos_token_id]
+                out[i] = Sample(ids, [0.0] * len(ids))
+        return out
+
+    laddered = Policy("hf:learner?steer=ladder&ladder=9", ChatFormat(tok), exploring, 64, 16384)
+    for shared in (0, 4):
+        held.clear()
+        rows = every_seat_vs_prober(scenario, 5, shared=shared, explore=True)
+        rollouts = play_rollouts(assign_episodes(rows)[0], MARKET, laddered, seed=3)
+        places = set()
+        for rollout in rollouts:
+            mine = [(seat, k) for seat, stream in rollout.streams.items()
+                    for k, text in enumerate(stream.replies) if "Explored." in text]  # fmt: skip
+            assert len(mine) == 1  # one exploring start an episode
+            seat, k = mine[0]
+            assert k >= 1  # not the regulated opening
+            reply = replies_of(tok, rollout.streams[seat])[k]
+            assert {mark for _, mark in reply} == {1}  # after the branch: trained
+            assert rollout.record.result.violation is None  # a move the market takes
+            places.add(mine[0])
+        assert len(places) == 1  # the same reply of the same seat in every episode
+        moves = [steer.explore for steer in held]
+        assert len(moves) == len(set(moves)) == 5  # five episodes, five moves
+        assert set(moves) <= set(explore_moves(held[0]))
+    held.clear()
+    play_rollouts(assign_episodes(every_seat_vs_prober(scenario, 5))[0], MARKET, laddered, 3)
+    assert held == []  # a group without exploring starts holds no reply
