@@ -327,11 +327,21 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0, cue: bool = False
 
 def explore_moves(steer: Steer | None) -> tuple[str, ...]:
     """The moves an exploring start may hold a buyer's reply to (``learner.exploring_starts``):
-    a ``[BUY]`` at each price of its ladder (``steer=ladder``), and ``DEAL`` when an offer
-    stands; none at a regulated opening (no choice there) or for another steer."""
+    the legal moves that can pay, a ``[BUY]`` on each rung of its ladder below its budget
+    (``steer=ladder``; a deal at the budget pays nothing) and ``DEAL`` when the standing offer is
+    below the budget; none at a regulated opening (no choice there) or for another steer."""
     if steer is None or not steer.prices or steer.opening is not None:
         return ()
-    return (*steer.prices, *(("DEAL",) if steer.bids else ()))
+    budget = max(_amount(price) for price in steer.prices)
+    rungs = tuple(price for price in steer.prices if _amount(price) < budget)
+    offer = dict(steer.bids).get(1)
+    takes = offer is not None and _amount(offer) < budget
+    return (*rungs, *(("DEAL",) if takes else ()))
+
+
+def _amount(price: str) -> float:
+    """A price as the protocol renders it (``$1,234.56``, or without its ``$``), as a number."""
+    return float(price.removeprefix("$").replace(",", ""))
 
 
 def ladder_prices(budget: float, rungs: int) -> tuple[str, ...]:

@@ -132,9 +132,9 @@ class LearnerConfig:
         metadata=_help(
             "Exploring starts at the bid (buyer side, steer = 'ladder'): at each GRPO group's "
             "first free bid after its shared replies, episode k is held to the k-th of the "
-            "reply's moves (a [BUY] on each ladder rung, a DEAL at the standing offer) in an "
-            "order drawn per group, those tokens trained as the policy's, so the group's rewards "
-            "compare moves the policy seldom samples (leagues.branch)."
+            "reply's moves (a [BUY] on each ladder rung below the budget, a DEAL at a standing "
+            "offer below it) in an order drawn per group, those tokens trained as the policy's, "
+            "so the group's rewards compare moves the policy seldom samples (leagues.branch)."
         ),
     )
     eval_episodes: int = field(

@@ -539,10 +539,12 @@ def test_an_exploring_start_holds_the_tag_and_each_digit_to_its_move_as_the_poli
     assert taking.forced("Thought: x\nTalk: hi\nAction: [DEAL]") == (" $50.00", True)
 
 
-def test_an_exploring_start_may_bid_each_rung_or_take_a_standing_offer_but_not_open():
-    assert explore_moves(RUNGS) == RUNGS.prices  # no offer stands: no DEAL
-    standing = dataclasses.replace(RUNGS, bids=((1, "$50.00"),))
-    assert explore_moves(standing) == (*RUNGS.prices, "DEAL")
+def test_an_exploring_start_may_bid_each_rung_below_the_budget_or_take_an_affordable_offer():
+    rungs = RUNGS.prices[1:]  # 43.47 is the budget: a deal there pays nothing
+    assert explore_moves(RUNGS) == rungs  # no offer stands: no DEAL
+    standing = dataclasses.replace(RUNGS, bids=((1, "$40.00"),))
+    assert explore_moves(standing) == (*rungs, "DEAL")
+    assert explore_moves(dataclasses.replace(standing, bids=((1, "$1,043.47"),))) == rungs
     assert explore_moves(dataclasses.replace(standing, opening="$20.00")) == ()  # regulated
     assert explore_moves(Steer((), fields=("Thought", "Talk", "Action"))) == ()  # protocol
     assert explore_moves(None) == ()
