@@ -447,7 +447,7 @@ def token_steer(
         if explored and not allowed:
             raise ValueError(
                 f"an exploring start holds each of {sorted(choices)} to a token of its own, "
-                "which this tokenizer does not write; set learner.exploring_starts = false"
+                "which this tokenizer does not write; set learner.exploring_starts = 'none'"
             )
         if allowed:
             return Guidance([], frozenset(), allowed, explored)

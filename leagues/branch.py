@@ -14,7 +14,10 @@ reply is common to the group (the shared replies, the regulated openings and det
 opponents), so the group's rewards compare the moves directly, which GRPO cannot do for a move the
 policy seldom samples (docs/training.md, "Exploring starts at the bid"). The held tokens stay the
 policy's, trained with their log-probabilities (:attr:`agents.steering.Steer.explore`): the update
-raises the moves that beat the group's mean whatever their current probability.
+raises the moves that beat the group's mean whatever their current probability. With
+``exploring_starts = "move"`` the held reply is the only one trained: the group's advantages then
+score the moves alone (a bandit at the branch's state), not the policy's later replies, whose
+share of an episode's reward is luck the held move did not choose.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Branch:
     order) the group shares."""
     episode: int | None = None
     """The episode's place in its group when the group explores; None: no exploring start."""
+    only_move: bool = False
+    """``exploring_starts = "move"``: the held reply is the episode's only trained one."""
     replies: int = 0
     """The episode's learner replies requested so far."""
     explored: bool = False

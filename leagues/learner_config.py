@@ -127,14 +127,15 @@ class LearnerConfig:
             "other group."
         ),
     )
-    exploring_starts: bool = field(
-        default=False,
+    exploring_starts: str = field(
+        default="none",
         metadata=_help(
-            "Exploring starts at the bid (buyer side, steer = 'ladder'): at each GRPO group's "
-            "first free bid after its shared replies, episode k is held to the k-th of the "
+            "Exploring starts at the bid (buyer side, steer = 'ladder'): none, or at each GRPO "
+            "group's first free bid after its shared replies, episode k is held to the k-th of the "
             "reply's moves (a [BUY] on each ladder rung below the budget, a DEAL at a standing "
             "offer below it) in an order drawn per group, those tokens trained as the policy's, "
-            "so the group's rewards compare moves the policy seldom samples (leagues.branch)."
+            "so the group's rewards compare moves the policy seldom samples (leagues.branch); "
+            "episode trains every reply after the branch, move only the held reply."
         ),
     )
     eval_episodes: int = field(
@@ -354,7 +355,7 @@ class LearnerConfig:
                 f"{where}.steer = {self.steer!r} runs on the hf sampler and back-end; with "
                 "train.use_vllm = true set steer = 'none'"
             )
-        explorers = [side for side in self.roles if self.side_setting(side, "exploring_starts")]
+        explorers = [s for s in self.roles if self.side_setting(s, "exploring_starts") != "none"]
         if "seller" in explorers or (explorers and self.steer != "ladder"):
             raise ValueError(
                 f"{where}.exploring_starts explores a buyer's bids on its ladder: set it under "

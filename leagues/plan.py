@@ -182,7 +182,7 @@ def training_rows(
     scenarios = training_scenarios(config, generation)
     n = config.market_config().num_buyers
     cycle = config.learner.shared_replies_for(side)
-    explore = side == "buyer" and bool(config.learner.side_setting(side, "exploring_starts"))
+    explore = config.learner.side_setting(side, "exploring_starts") if side == "buyer" else "none"
     rows = []
     if side == "self-play":
         for j, sc in enumerate(scenarios):

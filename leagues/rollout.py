@@ -78,9 +78,9 @@ class GroupRow:
     shared: int = 0
     """How many of the episode's first learner replies the group's episodes share (tree
     rollouts, ``learner.shared_replies``): drawn alike and trained on by none."""
-    explore: bool = False
-    """An exploring start at the group's first free bid after the branch
-    (``learner.exploring_starts``, :class:`leagues.branch.Branch`)."""
+    explore: str = "none"
+    """An exploring start at the group's first free bid after the branch, and which replies are
+    trained then (``learner.exploring_starts``: none, episode or move; :mod:`leagues.branch`)."""
 
     def __post_init__(self) -> None:
         if len(self.buyers) != self.scenario.num_buyers:
@@ -207,6 +207,8 @@ class Learner:
         self.branch = branch
         self.shared = False
         """Whether the reply being sampled is one of the group's shared replies."""
+        self.held = False
+        """Whether the reply being sampled is the episode's exploring start."""
         self.spec = policy.spec
         self.stream = Stream()
         self.key = 0
@@ -243,6 +245,7 @@ class Learner:
         share = self.branch.next_share()
         self.shared = share is not None
         steer = request.steer if self.shared else self.branch.explore(request.steer)
+        self.held = steer is not None and steer is not request.steer
         context = Context(stream.context, tuple(stream.ends), self.key, steer, share)
         stream.ends.append(len(context.ids))
         return context
@@ -253,8 +256,10 @@ class Learner:
         ids, logprobs, forced = answer
         tokens_in = len(self.stream.context)
         # Tokens the steer forced are the environment's, not the policy's: no loss on them; nor
-        # on a shared reply, every episode of the group made it (its advantages sum to zero).
-        trained = False if self.shared else [not f for f in forced] if forced else True
+        # on a shared reply, every episode of the group made it (its advantages sum to zero);
+        # with exploring_starts = "move" only the held reply is trained.
+        untrained = self.shared or (self.branch.only_move and not self.held)
+        trained = False if untrained else [not f for f in forced] if forced else True
         self.stream.add(ids, logprobs, trained=trained)
         text = self.policy.chat.decode_reply(ids)
         self.stream.replies.append(text)
@@ -292,7 +297,8 @@ def play_rollouts(
         branch = Branch(
             int(np.random.SeedSequence([seed, group, 29]).generate_state(1)[0]),
             row.shared,
-            episode if row.explore else None,
+            episode if row.explore != "none" else None,
+            only_move=row.explore == "move",
         )
         mine = {
             seat: Learner(policy, batcher, branch) for seat in seats if row.seat(seat) == LEARNER

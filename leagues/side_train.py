@@ -28,6 +28,9 @@ and the meta-solver its training opponents are drawn by, its exploration share a
 draws from (RLlib's per-module overrides include how much each module trains and against which
 policies), how many replies its GRPO groups share before they branch, and whether they explore
 at the branch."""
+EXPLORING_STARTS = ("none", "episode", "move")
+"""``exploring_starts``: none; held moves with every reply after the branch trained; or with
+only the held reply trained (:mod:`leagues.branch`)."""
 OPPONENT_POOLS = ("all", "models", "scripted")
 """``opponents_from``: the other side's whole population, its model agents only, or its scripted
 agents only."""
@@ -89,8 +92,8 @@ def check_side_league_key(where: str, key: str, value: Any) -> None:
                 f"other group shares its first three learner replies), got {value!r}"
             )
     elif key == "exploring_starts":
-        if not isinstance(value, bool):
-            raise ValueError(f"{where} must be true or false, got {value!r}")
+        if value not in EXPLORING_STARTS:
+            raise ValueError(f"{where} must be one of {', '.join(EXPLORING_STARTS)}, got {value!r}")
     elif key == "opponents_explore":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise ValueError(

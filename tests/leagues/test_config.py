@@ -816,17 +816,17 @@ def test_exploring_starts_are_a_buyer_setting_under_the_ladder_steer(tmp_path):
     ladder = SIDES.replace(
         "[league.learner.train]", 'steer = "ladder"\nladder = 9\n\n[league.learner.train]'
     )
-    buyer = "[league.learner.side_train.buyer]\nexploring_starts = true\n"
+    buyer = '[league.learner.side_train.buyer]\nexploring_starts = "move"\n'
     learner = LeagueConfig.from_toml(write(tmp_path, ladder + buyer)).learner
-    assert learner.side_setting("buyer", "exploring_starts") is True
-    assert learner.side_setting("seller", "exploring_starts") is False
+    assert learner.side_setting("buyer", "exploring_starts") == "move"
+    assert learner.side_setting("seller", "exploring_starts") == "none"
     for text in (ladder.replace('steer = "ladder"', 'steer = "protocol"') + buyer,
-                 ladder.replace("[league.learner.train]", "exploring_starts = true\n\n"
+                 ladder.replace("[league.learner.train]", 'exploring_starts = "episode"\n\n'
                                 "[league.learner.train]")):  # fmt: skip
         with pytest.raises(ValueError, match=r"exploring_starts explores a buyer's bids on its "
                            r"ladder: set it under \[league\.learner\.side_train\.buyer\], with "
                            r"league\.learner\.steer = 'ladder'"):  # fmt: skip
             LeagueConfig.from_toml(write(tmp_path, text))
-    with pytest.raises(ValueError, match=r"side_train.buyer.exploring_starts must be true or "
-                       r"false, got 1"):  # fmt: skip
-        LeagueConfig.from_toml(write(tmp_path, ladder + buyer.replace("true", "1")))
+    with pytest.raises(ValueError, match=r"side_train.buyer.exploring_starts must be one of "
+                       r"none, episode, move, got True"):  # fmt: skip
+        LeagueConfig.from_toml(write(tmp_path, ladder + buyer.replace('"move"', "true")))

@@ -140,9 +140,9 @@ def test_spare_scenarios_are_one_per_group_and_round_and_never_a_generations_own
 
 def test_a_buyer_with_exploring_starts_marks_its_groups_to_explore_and_a_seller_never(tmp_path):
     config = buyer_in_every_seat(tmp_path, 3)
-    assert not any(r.explore for r in training_rows(config, 2, "buyer", ["x"], [1.0]))
-    side_train = {"buyer": {"exploring_starts": True}}
+    assert {r.explore for r in training_rows(config, 2, "buyer", ["x"], [1.0])} == {"none"}
+    side_train = {"buyer": {"exploring_starts": "move"}}
     learner = dataclasses.replace(config.learner, steer="ladder", ladder=9, side_train=side_train)
     config = dataclasses.replace(config, learner=learner)
-    assert all(r.explore for r in training_rows(config, 2, "buyer", ["x"], [1.0]))
-    assert not any(r.explore for r in training_rows(config, 1, "seller", ["x"], [1.0]))
+    assert {r.explore for r in training_rows(config, 2, "buyer", ["x"], [1.0])} == {"move"}
+    assert {r.explore for r in training_rows(config, 1, "seller", ["x"], [1.0])} == {"none"}

@@ -419,9 +419,9 @@ def test_each_episode_of_an_exploring_group_makes_its_own_move_at_the_groups_fir
         return out
 
     laddered = Policy("hf:learner?steer=ladder&ladder=9", ChatFormat(tok), exploring, 64, 16384)
-    for shared in (0, 4):
+    for shared, explore in ((0, "episode"), (4, "episode"), (0, "move")):
         held.clear()
-        rows = every_seat_vs_prober(scenario, 5, shared=shared, explore=True)
+        rows = every_seat_vs_prober(scenario, 5, shared=shared, explore=explore)
         rollouts = play_rollouts(assign_episodes(rows)[0], MARKET, laddered, seed=3)
         places = set()
         for rollout in rollouts:
@@ -430,8 +430,12 @@ def test_each_episode_of_an_exploring_group_makes_its_own_move_at_the_groups_fir
             assert len(mine) == 1  # one exploring start an episode
             seat, k = mine[0]
             assert k >= 1  # not the regulated opening
-            reply = replies_of(tok, rollout.streams[seat])[k]
-            assert {mark for _, mark in reply} == {1}  # after the branch: trained
+            marks = {(s, j): {mark for _, mark in reply} for s in rollout.streams
+                     for j, reply in enumerate(replies_of(tok, rollout.streams[s]))}  # fmt: skip
+            assert marks.pop((seat, k)) == {1}  # after the branch: trained
+            # Under "move" the held reply is the only trained one; under "episode" the policy's
+            # own replies after the branch are trained too.
+            assert ({1} in marks.values()) == (explore == "episode")
             assert rollout.record.result.violation is None  # a move the market takes
             places.add(mine[0])
         assert len(places) == 1  # the same reply of the same seat in every episode
