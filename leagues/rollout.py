@@ -47,6 +47,7 @@ from arena.seats import SELLER, buyer_index, seat_slot
 from leagues.branch import Branch
 from leagues.generators import Context, Generate, Sample
 from leagues.learner_config import BUYER_CREDIT
+from leagues.side_train import EXPLORING_STARTS
 from leagues.streams import ChatFormat, Stream
 
 LEARNER = "learner"
@@ -92,6 +93,11 @@ class GroupRow:
             raise ValueError(f"row {self.key!r}: trained seat {self.trained} is not a learner seat")
         if isinstance(self.shared, bool) or not isinstance(self.shared, int) or self.shared < 0:
             raise ValueError(f"row {self.key!r}: shared replies must be >= 0, got {self.shared!r}")
+        if self.explore not in EXPLORING_STARTS:
+            raise ValueError(
+                f"row {self.key!r}: explore must be one of {', '.join(EXPLORING_STARTS)}, got "
+                f"{self.explore!r}"
+            )
         side_on_seller = self.credit == "side" and self.trained == SELLER
         if self.credit not in BUYER_CREDIT or side_on_seller:
             raise ValueError(

@@ -445,3 +445,5 @@ def test_each_episode_of_an_exploring_group_makes_its_own_move_at_the_groups_fir
     held.clear()
     play_rollouts(assign_episodes(every_seat_vs_prober(scenario, 5))[0], MARKET, laddered, 3)
     assert held == []  # a group without exploring starts holds no reply
+    with pytest.raises(ValueError, match="explore must be one of none, episode, move, got True"):
+        every_seat_vs_prober(scenario, 1, explore=True)
