@@ -79,8 +79,9 @@ seller's standing offer, ``They hold list. `` or ``They came down. `` (:func:`sh
 concession, so its context differs between sellers that differ there.
 
 An exploring start (the learner's ``exploring_starts``, :mod:`leagues.branch`) holds one reply of
-a ``ladder`` buyer to a given move, ``Steer.explore``: its action tag and each digit of its rung
-are drawn among that move's characters only, like a target digit, but such a draw is the policy's,
+a ``ladder`` or ``share`` buyer to a given move, ``Steer.explore``: its action tag and each digit
+of its rung (``ladder``), or its share digit and, after a ``0``, the ``DEAL`` tag (``share``), are
+drawn among that move's characters only, like a target digit, but such a draw is the policy's,
 not a forced token: trained, with its log-probability under the model's whole distribution, so
 the update moves the probability of the move the group's rewards scored.
 
@@ -150,10 +151,14 @@ class Steer:
     cue: str = ""
     """Under ``steer=share`` with ``share_cue``, the words the Thought opens with before
     ``Offer `` (:func:`share_cue`); empty: none."""
+    budget: str = ""
+    """Under ``steer=ladder`` or ``share`` (not at a regulated opening), the buyer's budget as
+    written after ``$``: what a move must stay below to pay (:func:`explore_moves`)."""
     explore: str = ""
-    """An exploring start (``steer=ladder``, :func:`explore_moves`): the move this reply is held
-    to, a price of ``prices`` for a ``[BUY]`` or ``DEAL``; its tag and digits are drawn held to
-    it but count as the policy's (trained, with their true log-probabilities); empty: none."""
+    """An exploring start (:func:`explore_moves`): the move this reply is held to, a price of
+    ``prices`` for a ``[BUY]`` (``steer=ladder``), a share digit of ``shares``
+    (``steer=share``) or ``DEAL``; its tag, digits or share digit are drawn held to it but count
+    as the policy's (trained, with their true log-probabilities); empty: none."""
 
     def forced(self, reply: str) -> tuple[str, bool] | None:
         """(text to write next, whether the turn ends after it) for ``reply`` (the text so
@@ -227,12 +232,14 @@ class Steer:
         line = reply.rsplit("\n", 1)[-1]
         if line == "Target: " and self.active:
             return frozenset(str(number) for number in self.active)
+        if line == f"Thought: {self.cue}{SHARE_OPEN}" and self.shares and self.explore:
+            return frozenset({"0" if self.explore == "DEAL" else self.explore})  # 0, then DEAL
         if line == f"Thought: {self.cue}{SHARE_OPEN}" and self.shares:
             return frozenset({*(() if self.must_bid else ("0",)), *dict(self.shares)})
-        if line == "Action: [" and self.shares:  # share 0: no bid; a DEAL needs an offer
-            return frozenset({"QUIT", *(("DEAL",) if self.bids else ())})
         if line == "Action: [" and self.explore:
             return frozenset({"DEAL" if self.explore == "DEAL" else "BUY"})
+        if line == "Action: [" and self.shares:  # share 0: no bid; a DEAL needs an offer
+            return frozenset({"QUIT", *(("DEAL",) if self.bids else ())})
         if line == "Action: [":
             return frozenset(self.kinds())
         written = self.bid_written(line)
@@ -245,9 +252,14 @@ class Steer:
 
     def exploring(self, reply: str) -> bool:
         """Whether the draw after ``reply`` is one of an exploring start's held choices (its
-        action tag or a digit of its price): the policy's, trained, not a forced token."""
+        action tag, a digit of its price or its share digit): the policy's, trained, not a
+        forced token."""
+        if not self.explore:
+            return False
         line = reply.rsplit("\n", 1)[-1]
-        return bool(self.explore) and (line == "Action: [" or self.bid_written(line) is not None)
+        if self.shares:
+            return line in (f"Thought: {self.cue}{SHARE_OPEN}", "Action: [")
+        return line == "Action: [" or self.bid_written(line) is not None
 
     @staticmethod
     def share(reply: str) -> str | None:
@@ -307,9 +319,11 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0, cue: bool = False
         shares = (
             share_prices(view.valuations[0], ladder) if steer == "share" and not opening else ()
         )
+        budget = format_price(view.valuations[0])[1:] if steer in LADDERED and not opening else ""
         return Steer(
             offer, fields=BUYER_FIELDS, opening=opening, prices=prices, shares=shares,
             must_bid=bool(shares) and view.opening, cue=share_cue(view) if cue and shares else "",
+            budget=budget,
         )  # fmt: skip
     if not isinstance(view, SellerView):
         return None
@@ -327,16 +341,18 @@ def steer_for(view: Any, steer: str = "deal", ladder: int = 0, cue: bool = False
 
 def explore_moves(steer: Steer | None) -> tuple[str, ...]:
     """The moves an exploring start may hold a buyer's reply to (``learner.exploring_starts``):
-    the legal moves that can pay, a ``[BUY]`` on each rung of its ladder below its budget
-    (``steer=ladder``; a deal at the budget pays nothing) and ``DEAL`` when the standing offer is
-    below the budget; none at a regulated opening (no choice there) or for another steer."""
-    if steer is None or not steer.prices or steer.opening is not None:
+    the legal moves that can pay, a ``[BUY]`` on each rung below its budget (a deal at the budget
+    pays nothing), named by its price under ``steer=ladder`` and by its share digit under
+    ``steer=share``, and ``DEAL`` when the standing offer is below the budget; none at a
+    regulated opening (no choice there) or for another steer."""
+    if steer is None or not steer.budget or steer.opening is not None:
         return ()
-    budget = max(_amount(price) for price in steer.prices)
-    rungs = tuple(price for price in steer.prices if _amount(price) < budget)
+    budget = _amount(steer.budget)
     offer = dict(steer.bids).get(1)
-    takes = offer is not None and _amount(offer) < budget
-    return (*rungs, *(("DEAL",) if takes else ()))
+    takes = ("DEAL",) if offer is not None and _amount(offer) < budget else ()
+    if steer.shares:
+        return (*(digit for digit, price in steer.shares if _amount(price) < budget), *takes)
+    return (*(price for price in steer.prices if _amount(price) < budget), *takes)
 
 
 def _amount(price: str) -> float:

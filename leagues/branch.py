@@ -5,10 +5,11 @@ learner replies with the group's random numbers, so against deterministic oppone
 same moves up to there; the group's advantages then compare only what follows the branch.
 
 Exploring starts (``learner.exploring_starts``; Monte Carlo exploring starts, Sutton and Barto
-5.3): at the group's first free bid after the branch (a buyer reply under ``steer=ladder`` that is
-not a regulated opening) each episode's move is held to one of the moves the reply could make
-that can pay, a ``[BUY]`` on each rung of the buyer's ladder below its budget or a ``DEAL`` at a
-standing offer below it (:func:`agents.steering.explore_moves`), episode ``k`` of
+5.3): at the group's first free bid after the branch (a buyer reply under ``steer=ladder`` or
+``share`` that is not a regulated opening) each episode's move is held to one of the moves the
+reply could make that can pay, a ``[BUY]`` on each rung of the buyer's ladder below its budget (its
+price's digits under ``ladder``, its share digit under ``share``) or a ``DEAL`` at a standing
+offer below it (:func:`agents.steering.explore_moves`), episode ``k`` of
 the group taking the ``k``-th move of an order drawn from the group's seed. Everything before that
 reply is common to the group (the shared replies, the regulated openings and deterministic
 opponents), so the group's rewards compare the moves directly, which GRPO cannot do for a move the

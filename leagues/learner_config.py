@@ -130,10 +130,11 @@ class LearnerConfig:
     exploring_starts: str = field(
         default="none",
         metadata=_help(
-            "Exploring starts at the bid (buyer side, steer = 'ladder'): none, or at each GRPO "
-            "group's first free bid after its shared replies, episode k is held to the k-th of the "
-            "reply's moves (a [BUY] on each ladder rung below the budget, a DEAL at a standing "
-            "offer below it) in an order drawn per group, those tokens trained as the policy's, "
+            "Exploring starts at the bid (buyer side, steer = 'ladder' or 'share'): none, or at "
+            "each GRPO group's first free bid after its shared replies, episode k is held to the "
+            "k-th of the reply's moves (a [BUY] on each ladder rung below the budget, a DEAL at a "
+            "standing offer below it) in an order drawn per group, those tokens trained as the "
+            "policy's, "
             "so the group's rewards compare moves the policy seldom samples (leagues.branch); "
             "episode trains every reply after the branch, move only the held reply."
         ),
@@ -356,10 +357,10 @@ class LearnerConfig:
                 "train.use_vllm = true set steer = 'none'"
             )
         explorers = [s for s in self.roles if self.side_setting(s, "exploring_starts") != "none"]
-        if "seller" in explorers or (explorers and self.steer != "ladder"):
+        if "seller" in explorers or (explorers and self.steer not in LADDERED):
             raise ValueError(
                 f"{where}.exploring_starts explores a buyer's bids on its ladder: set it under "
-                f"[{where}.side_train.buyer], with {where}.steer = 'ladder'"
+                f"[{where}.side_train.buyer], with {where}.steer = 'ladder' or 'share'"
             )
         if self.share_cue and self.steer != "share":
             raise ValueError(

@@ -338,7 +338,8 @@ def test_replies_decoded_under_the_protocol_steer_open_every_line_with_its_label
     assert any(len(r.text.split("\n")) > 1 for r in replies)  # a newline was drawn somewhere
 
 
-RUNGS = Steer((), fields=("Thought", "Talk", "Action"), prices=("43.47", "39.12", "34.77", "4.34"))
+RUNGS = Steer((), fields=("Thought", "Talk", "Action"), prices=("43.47", "39.12", "34.77", "4.34"),
+              budget="43.47")  # fmt: skip
 BID = "Thought: x\nTalk: hi\nAction: [BUY] $"
 
 
@@ -365,7 +366,7 @@ def test_the_ladder_steer_reads_a_buyers_rungs_and_budget_off_its_view_and_needs
     scripted = {on_ladder(c / 100, view.budget, 3) for c in every_cent}
     assert len(prices) == 4 and set(prices) == {format_price(p)[1:] for p in scripted}
     assert steer_for(view, "ladder", 3) == Steer((), fields=("Thought", "Talk", "Action"),
-                                                 prices=prices)  # fmt: skip
+                                                 prices=prices, budget=prices[0])  # fmt: skip
     assert steer_for(view, "protocol", 3).prices == ()  # the ladder in the prompt only
     with pytest.raises(ValueError, match="set ladder=N too"):
         steer_for(view, "ladder")
@@ -406,7 +407,8 @@ def test_replies_decoded_under_the_ladder_steer_bid_only_on_its_rungs(hf) -> Non
     assert len(set(bids)) > 1  # which rung is drawn, not written
 
 
-SHARES = Steer((), fields=("Thought", "Talk", "Action"), shares=(("9", "39.12"), ("8", "34.77")))
+SHARES = Steer((), fields=("Thought", "Talk", "Action"), shares=(("9", "39.12"), ("8", "34.77")),
+               budget="43.47")  # fmt: skip
 
 
 def test_the_share_steer_draws_one_digit_and_writes_the_rest_of_the_move_from_it():
@@ -548,3 +550,39 @@ def test_an_exploring_start_may_bid_each_rung_below_the_budget_or_take_an_afford
     assert explore_moves(dataclasses.replace(standing, opening="$20.00")) == ()  # regulated
     assert explore_moves(Steer((), fields=("Thought", "Talk", "Action"))) == ()  # protocol
     assert explore_moves(None) == ()
+
+
+def test_a_share_buyers_exploring_start_holds_its_share_digit_or_a_0_then_the_deal():
+    assert explore_moves(SHARES) == ("9", "8")  # each rung's digit; no offer stands: no DEAL
+    offer = dataclasses.replace(SHARES, bids=((1, "$41.00"),))
+    assert explore_moves(offer) == ("9", "8", "DEAL")
+    assert explore_moves(dataclasses.replace(offer, bids=((1, "$43.47"),))) == ("9", "8")
+    cued = dataclasses.replace(offer, cue="They hold list. ")
+    line = "Thought: They hold list. Offer "
+    held = dataclasses.replace(cued, explore="8")
+    assert held.choices(line) == frozenset({"8"}) and held.exploring(line)
+    assert held.forced(line + "8") == ("0% of my budget.\n", False)  # the rest is written
+    assert not held.exploring(line + "8") and not held.exploring("Thought:")
+    assert held.forced("Thought: They hold list. Offer 80% of my budget.\nTalk: hi\nAction:") == (
+        " [BUY] $34.77", True)  # fmt: skip
+    taking = dataclasses.replace(cued, explore="DEAL")
+    assert taking.choices(line) == frozenset({"0"}) and taking.exploring(line)
+    none = "Thought: They hold list. Offer 0% of my budget.\nTalk: hi\nAction:"
+    assert taking.forced(none) == (" [", False)
+    assert taking.choices(none + " [") == frozenset({"DEAL"}) and taking.exploring(none + " [")
+    assert offer.choices(none + " [") == frozenset({"DEAL", "QUIT"})  # unheld: either
+    assert not cued.exploring(line)  # a plain share steer explores nothing
+
+
+def test_a_laddered_buyers_steer_knows_its_budget_but_not_at_a_regulated_opening():
+    config = get_preset("in-distribution")
+    market = Market(config, make_scenario(config, load_catalog(), 5, 0))
+    view = market.view(market.current)
+    budget = format_price(view.valuations[0])[1:]
+    free = view._replace(opening=False)
+    for steer in ("ladder", "share"):
+        assert steer_for(free, steer, 9).budget == budget
+        assert steer_for(view, steer, 9).budget == ""  # the regulator writes the bid
+        assert explore_moves(steer_for(view, steer, 9)) == ()
+    assert len(explore_moves(steer_for(free, "share", 9))) == 9  # 90% down to 10%
+    assert steer_for(free, "protocol").budget == ""

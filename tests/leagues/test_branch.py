@@ -7,7 +7,8 @@ import dataclasses
 from agents.steering import BUYER_FIELDS, Steer, explore_moves
 from leagues.branch import Branch, exploring_move
 
-LADDER = Steer(((1, "$48.00"),), fields=BUYER_FIELDS, prices=("50.00", "45.00", "40.00", "35.00"))
+LADDER = Steer(((1, "$48.00"),), fields=BUYER_FIELDS, prices=("50.00", "45.00", "40.00", "35.00"),
+               budget="50.00")  # fmt: skip
 MOVES = explore_moves(LADDER)
 
 

@@ -812,7 +812,7 @@ def test_the_continued_leagues_from_another_start_change_the_start_and_nothing_i
     assert loras >= {begin} | {f"runs/{other['name']}-seed{k}/{last}" for k in other["seeds"]}
 
 
-def test_exploring_starts_are_a_buyer_setting_under_the_ladder_steer(tmp_path):
+def test_exploring_starts_are_a_buyer_setting_under_the_ladder_or_share_steer(tmp_path):
     ladder = SIDES.replace(
         "[league.learner.train]", 'steer = "ladder"\nladder = 9\n\n[league.learner.train]'
     )
@@ -820,12 +820,14 @@ def test_exploring_starts_are_a_buyer_setting_under_the_ladder_steer(tmp_path):
     learner = LeagueConfig.from_toml(write(tmp_path, ladder + buyer)).learner
     assert learner.side_setting("buyer", "exploring_starts") == "move"
     assert learner.side_setting("seller", "exploring_starts") == "none"
+    share = ladder.replace('steer = "ladder"', 'steer = "share"') + buyer
+    assert LeagueConfig.from_toml(write(tmp_path, share)).learner.steer == "share"
     for text in (ladder.replace('steer = "ladder"', 'steer = "protocol"') + buyer,
                  ladder.replace("[league.learner.train]", 'exploring_starts = "episode"\n\n'
                                 "[league.learner.train]")):  # fmt: skip
         with pytest.raises(ValueError, match=r"exploring_starts explores a buyer's bids on its "
                            r"ladder: set it under \[league\.learner\.side_train\.buyer\], with "
-                           r"league\.learner\.steer = 'ladder'"):  # fmt: skip
+                           r"league\.learner\.steer = 'ladder' or 'share'"):  # fmt: skip
             LeagueConfig.from_toml(write(tmp_path, text))
     with pytest.raises(ValueError, match=r"side_train.buyer.exploring_starts must be one of "
                        r"none, episode, move, got True"):  # fmt: skip

@@ -3,6 +3,7 @@ evaluation, and KV reuse between a stream's turns that changes no token and no l
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,3 +208,37 @@ def test_an_exploring_starts_held_draws_are_the_policys_with_their_unheld_logpro
     expected = [logp[len(prompt) + i - 1, explored.ids[i]].item() for i in own]
     assert [explored.logprobs[i] for i in own] == pytest.approx(expected, abs=1e-4)
     assert all(lp < 0 for lp in expected)
+
+
+class ShareTalk(Steer):
+    """The share steer with the Talk line written for the model: the Thought's share digit and
+    the Action are what is decoded."""
+
+    def forced(self, reply: str) -> tuple[str, bool] | None:
+        return (" hi\n", False) if reply.endswith("Talk:") else super().forced(reply)
+
+
+def test_a_share_buyers_held_digit_and_deal_tag_are_the_policys_with_their_unheld_logprobs(
+    tiny_model_dir,
+):
+    import torch
+
+    tok = load_chat_tokenizer(tiny_model_dir)
+    model = tiny(tiny_model_dir)
+    generate = HFGenerator(model, tok, 1.0, 1.0, max_new_tokens=48, chunk=4)
+    prompt = tok("Offer")["input_ids"]
+    shares = (("9", "39.12"), ("8", "34.77"), ("7", "30.43"))
+    offer = ShareTalk(((1, "$41.00"),), fields=BUYER_FIELDS, shares=shares, budget="43.47")
+    for move, own_text, action in (("8", "8", "[BUY] $34.77"), ("DEAL", "0DEAL", "[DEAL] $41.00")):
+        held = dataclasses.replace(offer, explore=move)
+        [explored] = generate([Context(prompt, (), 0, held)], 3)
+        text = tok.decode(explored.ids, skip_special_tokens=True)
+        assert text.startswith("Thought: Offer ") and text.endswith(f"Action: {action}")
+        own = [i for i, forced in enumerate(explored.forced) if not forced]
+        assert tok.decode([explored.ids[i] for i in own]) == own_text  # the held draws only
+        with torch.inference_mode():
+            logits = model(torch.tensor([prompt + explored.ids])).logits[0].float()
+        logp = logits.log_softmax(-1)
+        expected = [logp[len(prompt) + i - 1, explored.ids[i]].item() for i in own]
+        assert [explored.logprobs[i] for i in own] == pytest.approx(expected, abs=1e-4)
+        assert all(lp < 0 for lp in expected)

@@ -411,18 +411,22 @@ def test_each_episode_of_an_exploring_group_makes_its_own_move_at_the_groups_fir
         for i, context in enumerate(contexts):
             if context.steer is not None and context.steer.explore:
                 held.append(context.steer)
-                move = context.steer.explore
-                action = "[DEAL]" if move == "DEAL" else f"[BUY] ${move}"
+                move = context.steer.explore  # a ladder price, or a share digit
+                price = dict(context.steer.shares).get(move, move)
+                action = "[DEAL]" if move == "DEAL" else f"[BUY] ${price}"
                 text = f"Thought: Explored.\nTalk: Hm.\nAction: {action}"
                 ids = [*tok(text, add_special_tokens=False)["input_ids"], tok.eos_token_id]
                 out[i] = Sample(ids, [0.0] * len(ids))
         return out
 
     laddered = Policy("hf:learner?steer=ladder&ladder=9", ChatFormat(tok), exploring, 64, 16384)
-    for shared, explore in ((0, "episode"), (4, "episode"), (0, "move")):
+    shared_digit = Policy("hf:learner?steer=share&ladder=9", ChatFormat(tok), exploring, 64, 16384)
+    runs = ((laddered, 0, "episode"), (laddered, 4, "episode"), (laddered, 0, "move"),
+            (shared_digit, 0, "episode"), (shared_digit, 4, "move"))  # fmt: skip
+    for policy, shared, explore in runs:
         held.clear()
         rows = every_seat_vs_prober(scenario, 5, shared=shared, explore=explore)
-        rollouts = play_rollouts(assign_episodes(rows)[0], MARKET, laddered, seed=3)
+        rollouts = play_rollouts(assign_episodes(rows)[0], MARKET, policy, seed=3)
         places = set()
         for rollout in rollouts:
             mine = [(seat, k) for seat, stream in rollout.streams.items()
@@ -442,6 +446,7 @@ def test_each_episode_of_an_exploring_group_makes_its_own_move_at_the_groups_fir
         moves = [steer.explore for steer in held]
         assert len(moves) == len(set(moves)) == 5  # five episodes, five moves
         assert set(moves) <= set(explore_moves(held[0]))
+        assert bool(held[0].shares) == (policy is shared_digit)  # share digits, or ladder prices
     held.clear()
     play_rollouts(assign_episodes(every_seat_vs_prober(scenario, 5))[0], MARKET, laddered, 3)
     assert held == []  # a group without exploring starts holds no reply
