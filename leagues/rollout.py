@@ -251,7 +251,7 @@ class Learner:
         share = self.branch.next_share()
         self.shared = share is not None
         steer = request.steer if self.shared else self.branch.explore(request.steer)
-        self.held = steer is not None and steer is not request.steer
+        self.held = bool(steer and steer.explore)
         context = Context(stream.context, tuple(stream.ends), self.key, steer, share)
         stream.ends.append(len(context.ids))
         return context
