@@ -186,9 +186,24 @@ def test_a_rollout_is_identical_with_and_without_kv_reuse(tiny_model_dir):
     assert reused > 0
 
 
-def test_an_exploring_starts_held_draws_are_the_policys_with_their_unheld_logprobs(tiny_model_dir):
+def own_draws(model, prompt: list[int], sample) -> list[int]:
+    """The places of ``sample``'s unforced tokens (the policy's draws), each checked to carry its
+    log-probability under the model's whole distribution (not the held one), and every forced
+    token none."""
     import torch
 
+    own = [i for i, forced in enumerate(sample.forced) if not forced]
+    assert all(sample.logprobs[i] == 0.0 for i in range(len(sample.ids)) if i not in own)
+    with torch.inference_mode():
+        logits = model(torch.tensor([prompt + sample.ids])).logits[0].float()
+    logp = logits.log_softmax(-1)
+    expected = [logp[len(prompt) + i - 1, sample.ids[i]].item() for i in own]
+    assert [sample.logprobs[i] for i in own] == pytest.approx(expected, abs=1e-4)
+    assert all(lp < 0 for lp in expected)
+    return own
+
+
+def test_an_exploring_starts_held_draws_are_the_policys_with_their_unheld_logprobs(tiny_model_dir):
     tok = load_chat_tokenizer(tiny_model_dir)
     model = tiny(tiny_model_dir)
     generate = HFGenerator(model, tok, 1.0, 1.0, max_new_tokens=32, chunk=4)
@@ -198,16 +213,8 @@ def test_an_exploring_starts_held_draws_are_the_policys_with_their_unheld_logpro
     [explored] = generate([Context(prompt, (), 0, held)], 3)
     assert tok.decode(explored.ids, skip_special_tokens=True).endswith(f"[BUY] ${rungs[4]}")
     # The tag and the price's digits are the policy's draws (all else is written: no loss).
-    own = [i for i, forced in enumerate(explored.forced) if not forced]
+    own = own_draws(model, prompt, explored)
     assert tok.decode([explored.ids[i] for i in own]) == "BUY" + rungs[4]
-    assert all(explored.logprobs[i] == 0.0 for i in range(len(explored.ids)) if i not in own)
-    # Each with its log-probability under the model's whole distribution, not the held one.
-    with torch.inference_mode():
-        logits = model(torch.tensor([prompt + explored.ids])).logits[0].float()
-    logp = logits.log_softmax(-1)
-    expected = [logp[len(prompt) + i - 1, explored.ids[i]].item() for i in own]
-    assert [explored.logprobs[i] for i in own] == pytest.approx(expected, abs=1e-4)
-    assert all(lp < 0 for lp in expected)
 
 
 class ShareTalk(Steer):
@@ -221,8 +228,6 @@ class ShareTalk(Steer):
 def test_a_share_buyers_held_digit_and_deal_tag_are_the_policys_with_their_unheld_logprobs(
     tiny_model_dir,
 ):
-    import torch
-
     tok = load_chat_tokenizer(tiny_model_dir)
     model = tiny(tiny_model_dir)
     generate = HFGenerator(model, tok, 1.0, 1.0, max_new_tokens=48, chunk=4)
@@ -234,11 +239,5 @@ def test_a_share_buyers_held_digit_and_deal_tag_are_the_policys_with_their_unhel
         [explored] = generate([Context(prompt, (), 0, held)], 3)
         text = tok.decode(explored.ids, skip_special_tokens=True)
         assert text.startswith("Thought: Offer ") and text.endswith(f"Action: {action}")
-        own = [i for i, forced in enumerate(explored.forced) if not forced]
+        own = own_draws(model, prompt, explored)
         assert tok.decode([explored.ids[i] for i in own]) == own_text  # the held draws only
-        with torch.inference_mode():
-            logits = model(torch.tensor([prompt + explored.ids])).logits[0].float()
-        logp = logits.log_softmax(-1)
-        expected = [logp[len(prompt) + i - 1, explored.ids[i]].item() for i in own]
-        assert [explored.logprobs[i] for i in own] == pytest.approx(expected, abs=1e-4)
-        assert all(lp < 0 for lp in expected)
