@@ -19,8 +19,8 @@ from typing import Any
 from arena import metrics, settings
 from arena.records import EpisodeRecord
 from leagues.config import LeagueConfig, without_loggers
+from leagues.group_rewards import RESAMPLED, ZERO_ADVANTAGE
 from leagues.plan import GenerationPlan
-from leagues.rollout import RESAMPLED, ZERO_ADVANTAGE
 from leagues.train_config import migrate_settings
 from tournaments.leaderboard import default_anchor, leaderboard
 from tournaments.ratings import RatingConfig
@@ -41,7 +41,7 @@ STEP_METRICS: tuple[tuple[str, str], ...] = (
 )
 """(TRL log key, training_steps column) stored for every optimizer step: the reward, the
 registry's training metrics, the loss, the entropy, the step time, the GRPO groups with equal
-rewards (:func:`leagues.rollout.zero_advantage_groups`), the groups dynamic sampling replayed
+rewards (:func:`leagues.group_rewards.zero_advantage_groups`), the groups dynamic sampling replayed
 and, with vLLM, the mean absolute difference between the sampler's and the trainer's token
 logprobs."""
 

@@ -53,7 +53,8 @@ from leagues.colocate import (
     sync_by_reload,
 )
 from leagues.generators import HFGenerator, VLLMGenerator, eval_mode
-from leagues.rollout import GroupRow, Policy, learner_reward, rollout_batch
+from leagues.group_rewards import learner_reward
+from leagues.rollout import GroupRow, Policy, rollout_batch
 from leagues.streams import ChatFormat
 from leagues.train_config import TrainConfig, league_grpo_config
 

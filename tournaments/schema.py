@@ -242,7 +242,7 @@ def _v6_reward_names(db: sqlite_utils.Database) -> None:
 
 def _v7_resampled_groups(db: sqlite_utils.Database) -> None:
     """Version 7: per training step, the GRPO groups dynamic sampling replayed on a fresh
-    scenario (``leagues.rollout.RESAMPLED``)."""
+    scenario (``leagues.group_rewards.RESAMPLED``)."""
     db.execute("ALTER TABLE training_steps ADD COLUMN resampled_groups REAL")
 
 

@@ -17,16 +17,8 @@ from arena.catalog import load_catalog
 from arena.config import get_preset
 from arena.scenarios import make_scenario
 from leagues.generators import Sample
-from leagues.rollout import (
-    LEARNER,
-    GroupRow,
-    Policy,
-    assign_episodes,
-    learner_reward,
-    play_rollouts,
-    rollout_batch,
-    zero_advantage_groups,
-)
+from leagues.group_rewards import learner_reward, zero_advantage_groups
+from leagues.rollout import LEARNER, GroupRow, Policy, assign_episodes, play_rollouts, rollout_batch
 from leagues.streams import ChatFormat
 from leagues.trainer import load_chat_tokenizer
 
@@ -297,34 +289,6 @@ def test_an_episode_over_max_episode_tokens_errors_and_carries_no_reward(
     assert out["learner_reward"] == [None, None]
     for completion, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
         assert len(completion) == 1 and mask == [0]
-
-
-def test_the_reward_function_logs_each_metric_over_distinct_episodes():
-    logged: dict[str, float] = {}
-    rewards = learner_reward(
-        prompts=["a"] * 4,
-        completions=["x"] * 4,
-        learner_reward=[0.5, None, 0.5, 0.25],
-        episode=["e1", "e2", "e1", "e3"],
-        log_metric=logged.__setitem__,
-        deal_rate=[1.0, 0.0, 1.0, 1.0],
-        surplus_extraction_ratio=[0.5, None, 0.5, 0.25],
-    )
-    assert rewards == [0.5, None, 0.5, 0.25]
-    assert logged == {
-        "deal_rate": pytest.approx(2 / 3),
-        "surplus_extraction_ratio": 0.375,
-        "zero_advantage_groups": 0.0,  # one group of four, rewards 0.5 and 0.25: it trains
-        "resampled_groups": 0.0,
-    }
-
-
-def test_groups_with_equal_rewards_are_counted_as_training_nothing():
-    prompts = ["g1", "g1", "g2", "g2", "g3", "g3", "g4", "g4"]
-    rewards = [0.5, 0.5, -1.0, 0.25, None, 0.3, None, None]
-    # g1: equal rewards; g2: different; g3: one scored reward; g4: none scored.
-    assert zero_advantage_groups(prompts, rewards) == 3
-    assert zero_advantage_groups(["a", "a"], [0.0, 1e-9]) == 0
 
 
 def quitting_on(tokenizer, titles: set[str], text_policy):
