@@ -232,9 +232,9 @@ class Steer:
         line = reply.rsplit("\n", 1)[-1]
         if line == "Target: " and self.active:
             return frozenset(str(number) for number in self.active)
-        if line == f"Thought: {self.cue}{SHARE_OPEN}" and self.shares and self.explore:
-            return frozenset({"0" if self.explore == "DEAL" else self.explore})  # 0, then DEAL
         if line == f"Thought: {self.cue}{SHARE_OPEN}" and self.shares:
+            if self.explore:  # the held digit; a DEAL is a 0, then the tag
+                return frozenset({"0" if self.explore == "DEAL" else self.explore})
             return frozenset({*(() if self.must_bid else ("0",)), *dict(self.shares)})
         if line == "Action: [" and self.explore:
             return frozenset({"DEAL" if self.explore == "DEAL" else "BUY"})

@@ -134,9 +134,9 @@ class LearnerConfig:
             "each GRPO group's first free bid after its shared replies, episode k is held to the "
             "k-th of the reply's moves (a [BUY] on each ladder rung below the budget, a DEAL at a "
             "standing offer below it) in an order drawn per group, those tokens trained as the "
-            "policy's, "
-            "so the group's rewards compare moves the policy seldom samples (leagues.branch); "
-            "episode trains every reply after the branch, move only the held reply."
+            "policy's, so the group's rewards compare moves the policy seldom samples "
+            "(leagues.branch); episode trains every reply after the branch, move only the held "
+            "reply."
         ),
     )
     eval_episodes: int = field(
