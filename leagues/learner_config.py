@@ -242,6 +242,14 @@ class LearnerConfig:
             "from the base model as it is."
         ),
     )
+    warm_start_buyers: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "The scripted buyers the warm start's sellers play (side = seller or both; with "
+            "both, the buyer moves the base imitates), e.g. ['scripted:random?ladder=9']: a "
+            "base that knows every move and no strategy; empty: the league's buyers."
+        ),
+    )
     warm_start_talk: str = field(
         default="scripted",
         metadata=_help(
@@ -338,6 +346,17 @@ class LearnerConfig:
             if not spec.startswith("scripted:"):
                 raise ValueError(f"{where}.warm_start must name scripted agents, got {spec!r}")
             check_spec(spec, self.warm_start_role, f"{where}.warm_start[{k}]")
+        if self.warm_start_buyers and (self.warm_start_role != "seller" or not self.warm_start):
+            raise ValueError(
+                f"{where}.warm_start_buyers names the buyers a seller warm start plays: it "
+                "needs warm_start and side = 'seller' or 'both'; remove it"
+            )
+        for k, spec in enumerate(self.warm_start_buyers):
+            if not spec.startswith("scripted:"):
+                raise ValueError(
+                    f"{where}.warm_start_buyers must name scripted agents, got {spec!r}"
+                )
+            check_spec(spec, "buyer", f"{where}.warm_start_buyers[{k}]")
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(
                 f"{where}.prompt must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt!r}"

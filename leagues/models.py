@@ -61,6 +61,8 @@ def base_settings(config: LeagueConfig) -> dict[str, Any]:
     learner = config.learner
     warm = {k: getattr(learner, k) for k in ("warm_start", "warm_start_talk",
             "warm_start_episodes", "warm_start_steps", "warm_start_lr", "prompt")}  # fmt: skip
+    if learner.warm_start_buyers:  # only when set: earlier bases keep their names
+        warm["warm_start_buyers"] = learner.warm_start_buyers
     for aid in BUYER_AIDS:  # only when set: earlier bases keep their names
         if getattr(learner, aid):
             warm[aid] = getattr(learner, aid)
@@ -200,8 +202,8 @@ def _build_tiny(config: LeagueConfig, path: Path, log: Log) -> None:
 
 def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
     """Scripted episodes of the warm-start agents (equal shares) against the other side's
-    initial population, in the training market on the training split (scenario seeds apart
-    from training and evaluation)."""
+    initial population (a seller warm start's ``warm_start_buyers`` when set), in the training
+    market on the training split (scenario seeds apart from training and evaluation)."""
     learner = config.learner
     market = config.train_market_config()
     catalog = split_catalog(load_catalog(config.catalog), config.train_split)
@@ -213,7 +215,8 @@ def warm_start_records(config: LeagueConfig) -> list[EpisodeRecord]:
     for k, agent in enumerate(agents):
         share = scenarios[k :: len(agents)]
         if learner.warm_start_role == "seller":
-            records += play_vs_pool(market, share, agent, list(config.buyers))[0]
+            buyers = learner.warm_start_buyers or config.buyers
+            records += play_vs_pool(market, share, agent, list(buyers))[0]
             continue
         for j, seller in enumerate(config.sellers):
             records += play_vs_pool(market, share[j :: len(config.sellers)], seller, [agent])[0]

@@ -5,6 +5,10 @@
   its own below the budget: a patient buyer that still closes when the seller comes down).
 - ``tit-for-tat``: reciprocal concession: raises its bid by what the seller last conceded.
 - ``hardliner``: barely moves and accepts only offers close to its current bid.
+- ``random``: each reply one of its legal moves that can pay, uniformly: a bid on a rung of its
+  ladder from its standing bid up to below its budget, or a deal at an offer below its budget.
+  No strategy, every move: the teacher of a base that knows the protocol and leaves the
+  bargaining to RL (docs/training.md, "A base that knows the moves, not the game").
 
 Any of them with ``ladder = N`` bids only on the rungs of its budget's ladder (90%, 80%, ... of
 the budget, N tenths down) or at the budget: the numbers an LLM buyer with the agent option
@@ -218,8 +222,43 @@ class Hardliner(_Buyer):
         return current + self.config.step * view.products[p].list_price
 
 
+@dataclass(frozen=True)
+class RandomBuyerConfig(BuyerStyle):
+    def __post_init__(self) -> None:
+        self._check()
+
+
+class RandomBuyer(_Buyer):
+    """Uniform over the moves that can pay: each ladder rung (any cent without a ladder) from
+    its standing bid up to below its budget, and a deal when the standing offer is below it."""
+
+    config: RandomBuyerConfig
+
+    def act(self, view: BuyerView) -> str:
+        if view.opening:
+            return self.open(view)
+        p = target_product(view)
+        budget, offer = view.valuations[p], view.offers.get(p)
+        floor = view.bids.get(p, 0.0)
+        if self.style.ladder:
+            bids = sorted({cents(b) for b in ladder_bids(budget, self.style.ladder)})
+            moves: list[float | None] = [b / 100 for b in bids if cents(floor) <= b < cents(budget)]
+        else:
+            low, high = cents(floor), cents(budget) - 1
+            moves = [int(self.rng.integers(low, high + 1)) / 100] if high >= low else []
+        if offer is not None and cents(offer) < cents(budget):
+            moves.append(None)  # the deal
+        if not moves:  # its bid already at the top: hold it
+            moves = [floor_cents(min(floor, budget))]
+        move = moves[int(self.rng.integers(len(moves)))]
+        if move is None:
+            return respond(view, Kind.DEAL, None, "Take the offer.", "Deal.", p)
+        return respond(view, Kind.BUY, move, "A bid at random.", f"I can pay {move:.2f}.", p)
+
+
 BUYERS: dict[str, tuple[type, type]] = {
     "time": (TimeBuyer, TimeBuyerConfig),
     "tit-for-tat": (TitForTat, TitForTatConfig),
     "hardliner": (Hardliner, HardlinerConfig),
+    "random": (RandomBuyer, RandomBuyerConfig),
 }
