@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -206,6 +208,57 @@ def test_a_time_buyer_on_a_ladder_bids_only_its_rungs_or_its_budget():
         mine = [cents(t.price) for t in before.result.turns if t.agent == "buyer_1" and t.price]
         off_ladder += not set(mine) <= allowed
     assert off_ladder > 0  # without the key the same buyer bids between the rungs
+
+
+def test_a_random_buyer_makes_every_move_that_can_pay_and_no_other():
+    """Each reply after the opening is a bid on a rung from its standing bid up to below its
+    budget, or a deal at an offer below its budget; over many episodes it makes every kind."""
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, CATALOG, 11, 64)
+    records = []
+    for seller in ("scripted:prober", "scripted:satisficer"):
+        records += play_vs_pool(config, scenarios, seller, ["scripted:random?ladder=9"])[0]
+    shares, deals = set(), 0
+    for record in records:
+        assert_rational_and_valid(record)
+        standing: dict[str, float] = {}
+        offer: dict[str, float] = {}
+        for turn in record.result.turns:
+            if turn.agent == "seller":
+                if turn.kind == "SELL":
+                    offer[turn.to] = turn.price
+                continue
+            budget = record.scenario.valuations[int(turn.agent.split("_")[1]) - 1][0]
+            if turn.agent not in standing:  # the regulated opening
+                standing[turn.agent] = turn.price
+                continue
+            if turn.kind == "DEAL":
+                deals += 1
+                assert cents(offer[turn.agent]) < cents(budget)
+                continue
+            assert turn.kind == "BUY", turn.text
+            rungs = {cents(p): k for k, p in enumerate(budget_ladder(budget, 9), start=1)}
+            assert cents(turn.price) in rungs, (turn.price, budget)  # never the budget itself
+            assert cents(turn.price) >= cents(standing[turn.agent])
+            standing[turn.agent] = turn.price
+            shares.add(rungs[cents(turn.price)])
+    assert deals > 0 and len(shares) >= 6  # it explores: deals and most rungs
+
+
+def test_a_random_buyer_repeats_its_moves_under_the_same_seed_only():
+    config = get_preset("in-distribution")
+    scenarios = make_scenarios(config, CATALOG, 12, 8)
+    spec = "scripted:random?ladder=9"
+
+    def texts(seed_shift: int) -> list[tuple[str, ...]]:
+        shifted = [
+            dataclasses.replace(s, episode_seed=s.episode_seed + seed_shift) for s in scenarios
+        ]
+        records = play_vs_pool(config, shifted, "scripted:prober", [spec])[0]
+        return [tuple(t.text for t in r.result.turns) for r in records]
+
+    assert texts(0) == texts(0)
+    assert texts(0) != texts(1)
 
 
 # --- spec strings --------------------------------------------------------------------------------

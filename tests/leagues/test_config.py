@@ -11,7 +11,7 @@ import pytest
 from agents.specs import parse_spec
 from leagues.config import LeagueConfig
 from leagues.learner_config import LearnerConfig
-from leagues.models import base_folder, base_settings, check_starts
+from leagues.models import base_folder, base_settings, check_starts, warm_start_records
 from leagues.plan import learner_params
 from leagues.side_train import SIDE_LEAGUE_KEYS
 from leagues.train_config import GRPO_DEFAULTS, LEAGUE_SETS, TrainConfig
@@ -548,6 +548,15 @@ def learner_toml(extra: str) -> str:
         ('steer = "share"\n', r"learner\.steer: steer=share .* \(league\.learner\.ladder = N\)"),
         ('warm_start = "scripted:prober,hf:/x"\n', "must name scripted agents"),
         ('warm_start = "scripted:prober,scripted:nobody"\n', r"warm_start\[1\]"),
+        ('warm_start_buyers = ["scripted:random"]\n', "needs warm_start and side = 'seller'"),
+        (
+            'warm_start = "scripted:prober"\nwarm_start_buyers = ["hf:/x"]\n',
+            "warm_start_buyers must name scripted agents",
+        ),
+        (
+            'warm_start = "scripted:prober"\nwarm_start_buyers = ["scripted:prober"]\n',
+            r"warm_start_buyers\[0\]",
+        ),
         (
             'train_market = { num_buyers = 2, budget_mode = "uniform", total_turns = 5 }\n',
             "must equal",
@@ -581,6 +590,27 @@ def test_a_warm_start_may_mix_scripted_agents(tmp_path):
     text = learner_toml('warm_start = "scripted:prober, scripted:satisficer"\n')
     config = LeagueConfig.from_toml(write(tmp_path, text))
     assert config.learner.warm_start_specs == ["scripted:prober", "scripted:satisficer"]
+
+
+def test_warm_start_buyers_are_what_a_seller_warm_start_plays_and_name_their_own_base(tmp_path):
+    text = 'warm_start = "scripted:prober"\n'
+    plain = LeagueConfig.from_toml(write(tmp_path, learner_toml(text)))
+    random = LeagueConfig.from_toml(
+        write(tmp_path, learner_toml(text + 'warm_start_buyers = ["scripted:random?ladder=9"]\n'))
+    )
+    assert "warm_start_buyers" not in base_settings(plain)["warm"]  # earlier bases keep names
+    assert base_settings(random)["warm"]["warm_start_buyers"] == ["scripted:random?ladder=9"]
+    assert base_folder(random, tmp_path / "x") != base_folder(plain, tmp_path / "x")
+    played = {b for r in warm_start_records(random) for b in r.buyers}
+    assert played == {"scripted:random?ladder=9"}
+    assert {b for r in warm_start_records(plain) for b in r.buyers} == set(plain.buyers)
+    side_buyer = learner_toml(
+        text.replace("prober", "time") + 'warm_start_buyers = ["scripted:time"]\n'
+    )
+    with pytest.raises(ValueError, match="needs warm_start and side = 'seller' or 'both'"):
+        LeagueConfig.from_toml(
+            write(tmp_path, side_buyer.replace('side = "seller"', 'side = "buyer"'))
+        )
 
 
 @pytest.mark.parametrize(
