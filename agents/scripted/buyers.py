@@ -5,10 +5,10 @@
   its own below the budget: a patient buyer that still closes when the seller comes down).
 - ``tit-for-tat``: reciprocal concession: raises its bid by what the seller last conceded.
 - ``hardliner``: barely moves and accepts only offers close to its current bid.
-- ``random``: each reply one of its legal moves that can pay, uniformly: a bid on a rung of its
-  ladder from its standing bid up to below its budget, or a deal at an offer below its budget.
-  No strategy, every move: the teacher of a base that knows the protocol and leaves the
-  bargaining to RL (docs/training.md, "A base that knows the moves, not the game").
+- ``random``: each reply one of the moves that can pay, uniformly and whatever it did before: a
+  bid on any rung of its ladder below its budget, or a deal at an offer below its budget. No
+  strategy, every move: the teacher of a base that knows the protocol and leaves the bargaining
+  to RL (docs/training.md, "A base that knows the moves, not the game").
 
 Any of them with ``ladder = N`` bids only on the rungs of its budget's ladder (90%, 80%, ... of
 the budget, N tenths down) or at the budget: the numbers an LLM buyer with the agent option
@@ -229,8 +229,9 @@ class RandomBuyerConfig(BuyerStyle):
 
 
 class RandomBuyer(_Buyer):
-    """Uniform over the moves that can pay: each ladder rung (any cent without a ladder) from
-    its standing bid up to below its budget, and a deal when the standing offer is below it."""
+    """Uniform over the moves that can pay, whatever it did before: each rung of its ladder below
+    its budget (any cent below it without a ladder), and a deal when the standing offer is below
+    its budget; the moves :func:`agents.steering.explore_moves` holds an exploring start to."""
 
     config: RandomBuyerConfig
 
@@ -239,17 +240,16 @@ class RandomBuyer(_Buyer):
             return self.open(view)
         p = target_product(view)
         budget, offer = view.valuations[p], view.offers.get(p)
-        floor = view.bids.get(p, 0.0)
+        top = cents(budget) - 1  # a deal at the budget pays nothing
         if self.style.ladder:
-            bids = sorted({cents(b) for b in ladder_bids(budget, self.style.ladder)})
-            moves: list[float | None] = [b / 100 for b in bids if cents(floor) <= b < cents(budget)]
+            bids = {cents(b) for b in ladder_bids(budget, self.style.ladder)}
+            moves: list[float | None] = [b / 100 for b in sorted(bids) if 0 < b <= top]
         else:
-            low, high = cents(floor), cents(budget) - 1
-            moves = [int(self.rng.integers(low, high + 1)) / 100] if high >= low else []
-        if offer is not None and cents(offer) < cents(budget):
+            moves = [int(self.rng.integers(1, top + 1)) / 100] if top >= 1 else []
+        if offer is not None and cents(offer) <= top:
             moves.append(None)  # the deal
-        if not moves:  # its bid already at the top: hold it
-            moves = [floor_cents(min(floor, budget))]
+        if not moves:  # a budget under two cents: bid it
+            moves = [floor_cents(budget)]
         move = moves[int(self.rng.integers(len(moves)))]
         if move is None:
             return respond(view, Kind.DEAL, None, "Take the offer.", "Deal.", p)

@@ -211,14 +211,15 @@ def test_a_time_buyer_on_a_ladder_bids_only_its_rungs_or_its_budget():
 
 
 def test_a_random_buyer_makes_every_move_that_can_pay_and_no_other():
-    """Each reply after the opening is a bid on a rung from its standing bid up to below its
-    budget, or a deal at an offer below its budget; over many episodes it makes every kind."""
+    """Each reply after the opening is a bid on a rung below its budget or a deal at an offer
+    below it, drawn whatever it bid before: over many episodes every rung, deals, and lowered
+    bids."""
     config = get_preset("in-distribution")
     scenarios = make_scenarios(config, CATALOG, 11, 64)
     records = []
     for seller in ("scripted:prober", "scripted:satisficer"):
         records += play_vs_pool(config, scenarios, seller, ["scripted:random?ladder=9"])[0]
-    shares, deals = set(), 0
+    shares, deals, lowered = set(), 0, 0
     for record in records:
         assert_rational_and_valid(record)
         standing: dict[str, float] = {}
@@ -239,10 +240,10 @@ def test_a_random_buyer_makes_every_move_that_can_pay_and_no_other():
             assert turn.kind == "BUY", turn.text
             rungs = {cents(p): k for k, p in enumerate(budget_ladder(budget, 9), start=1)}
             assert cents(turn.price) in rungs, (turn.price, budget)  # never the budget itself
-            assert cents(turn.price) >= cents(standing[turn.agent])
+            lowered += cents(turn.price) < cents(standing[turn.agent])
             standing[turn.agent] = turn.price
             shares.add(rungs[cents(turn.price)])
-    assert deals > 0 and len(shares) >= 6  # it explores: deals and most rungs
+    assert deals > 0 and lowered > 0 and shares == set(range(1, 10))
 
 
 def test_a_random_buyer_repeats_its_moves_under_the_same_seed_only():
