@@ -473,6 +473,28 @@ def test_the_coevolution_league_is_c15_with_c44s_buyer_recipe_and_four_times_the
     assert config.learner.shared_replies_for("seller") == (0,)
 
 
+def test_the_random_base_coevolution_is_the_coevolution_with_a_random_teacher_and_share_buyer():
+    """examples/coevolution-random-base-league.toml (c74) is the shipped co-evolution file with
+    the base's buyer fitted on scripted:random, the share steer, another base seed and the
+    buyer's step; the league's populations, evaluation and the seller's settings unchanged."""
+    plain = read_toml_table(EXAMPLES / "coevolution-league.toml", "league")
+    recipe = read_toml_table(EXAMPLES / "coevolution-random-base-league.toml", "league")
+    assert changed_keys(plain, recipe) == {"name", "learner"}
+    before, learner = plain["learner"], recipe["learner"]
+    assert changed_keys(before, learner) == {
+        "steer", "warm_start_talk", "warm_start_buyers", "base_seed", "side_train",
+    }  # fmt: skip
+    assert (learner["steer"], learner["warm_start_talk"]) == ("share", "share")
+    assert learner["warm_start_buyers"] == ["scripted:random?ladder=9"]
+    assert learner["side_train"]["seller"] == before["side_train"]["seller"]
+    buyer, was = learner["side_train"]["buyer"], before["side_train"]["buyer"]
+    assert changed_keys(was, buyer) == {"steps_per_generation", "learning_rate"}
+    assert (buyer["steps_per_generation"], buyer["learning_rate"]) == (24, 2e-3)
+    config = LeagueConfig.from_toml(EXAMPLES / "coevolution-random-base-league.toml")
+    assert config.learner.warm_start_buyers == ("scripted:random?ladder=9",)
+    assert config.buyers == LeagueConfig.from_toml(EXAMPLES / "coevolution-league.toml").buyers
+
+
 def test_the_buyer_league_is_the_hint_league_at_half_its_learning_rate():
     """examples/buyer-league.toml (k3) is b12's file (examples/buyer-hint-league.toml) at half
     its learning rate and nothing else: docs/training.md compares the two on the same seeds."""
