@@ -30,7 +30,7 @@ import numpy as np
 
 from agents.base import EpisodeContext
 from arena.game import BuyerView
-from arena.money import cents, check_ladder, floor_cents, ladder_bids
+from arena.money import cents, check_ladder, dollars, floor_cents, ladder_bids
 from arena.protocol import BuyerMessage, Kind, render_buyer
 
 
@@ -242,10 +242,10 @@ class RandomBuyer(_Buyer):
         budget, offer = view.valuations[p], view.offers.get(p)
         top = cents(budget) - 1  # a deal at the budget pays nothing
         if self.style.ladder:
-            bids = {cents(b) for b in ladder_bids(budget, self.style.ladder)}
-            moves: list[float | None] = [b / 100 for b in sorted(bids) if 0 < b <= top]
+            rungs = sorted(set(ladder_bids(budget, self.style.ladder)))  # lowest first: c74's draws
+            moves: list[float | None] = [b for b in rungs if 0 < cents(b) <= top]
         else:
-            moves = [int(self.rng.integers(1, top + 1)) / 100] if top >= 1 else []
+            moves = [dollars(int(self.rng.integers(1, top + 1)))] if top >= 1 else []
         if offer is not None and cents(offer) <= top:
             moves.append(None)  # the deal
         if not moves:  # a budget under two cents: bid it
